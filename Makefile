@@ -1,0 +1,30 @@
+# The two commands a newcomer needs:
+#   make demo   set up, start embedded services when no URLs are given, and run the demo
+#   make test   set up and run the whole test suite (lint, migrations check, pytest)
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv lint bench clean-data
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) manage.py demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) manage.py makemigrations --check --dry-run
+
+test: lint
+	bash scripts/test.sh
+
+bench: $(STAMP)
+	bash scripts/bench.sh

@@ -1,0 +1,273 @@
+"""What to send and to whom: accounts, numbers, templates, contacts and campaigns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+
+class MessagingLimitTier(models.TextChoices):
+    """Unique users a business portfolio may reach in a rolling 24 h (shared by its numbers)."""
+
+    TIER_250 = "TIER_250", "250"
+    TIER_2K = "TIER_2K", "2,000"
+    TIER_10K = "TIER_10K", "10,000"
+    TIER_100K = "TIER_100K", "100,000"
+    TIER_UNLIMITED = "TIER_UNLIMITED", "Unlimited"
+
+
+TIER_LIMITS: dict[str, int | None] = {
+    MessagingLimitTier.TIER_250: 250,
+    MessagingLimitTier.TIER_2K: 2_000,
+    MessagingLimitTier.TIER_10K: 10_000,
+    MessagingLimitTier.TIER_100K: 100_000,
+    MessagingLimitTier.TIER_UNLIMITED: None,
+}
+
+
+class QualityRating(models.TextChoices):
+    GREEN = "GREEN", "High"
+    YELLOW = "YELLOW", "Medium"
+    RED = "RED", "Low"
+    UNKNOWN = "UNKNOWN", "Unknown"
+
+
+class BusinessAccount(models.Model):
+    """A WhatsApp Business Account (WABA) and the business portfolio it belongs to.
+
+    Since October 2025 the messaging limit belongs to the portfolio and is shared by all of
+    its numbers, so it lives here rather than on the phone number.
+    """
+
+    waba_id = models.CharField("WABA id", max_length=64, unique=True)
+    business_id = models.CharField("business portfolio id", max_length=64, blank=True)
+    name = models.CharField(max_length=200, blank=True)
+    messaging_limit_tier = models.CharField(
+        max_length=32, choices=MessagingLimitTier.choices, default=MessagingLimitTier.TIER_250
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("name", "waba_id")
+
+    def __str__(self) -> str:
+        return self.name or self.waba_id
+
+    @property
+    def daily_unique_user_limit(self) -> int | None:
+        """The tier as a number; ``None`` means unlimited. Unknown tiers count as the lowest."""
+        return TIER_LIMITS.get(self.messaging_limit_tier, 250)
+
+
+class PhoneNumber(models.Model):
+    """A registered business phone number: the unit of Meta's throughput limit."""
+
+    phone_number_id = models.CharField("phone number id", max_length=64, unique=True)
+    display_phone_number = models.CharField(max_length=32)
+    account = models.ForeignKey(
+        BusinessAccount, on_delete=models.PROTECT, related_name="phone_numbers"
+    )
+    # Written in the admin, never shown back; never logged.
+    access_token = models.TextField()
+    rate_per_second = models.PositiveIntegerField(
+        "rate (msg/s)",
+        default=80,
+        validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text="Meta's throughput for this number: 80 by default, up to 1,000.",
+    )
+    transactional_reserve = models.FloatField(
+        default=0.2,
+        validators=[MinValueValidator(0.0), MaxValueValidator(0.9)],
+        help_text="Share of the rate that campaigns may never use, kept for transactional sends.",
+    )
+    effective_rate = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Adaptive rate after throttling errors; empty means the configured rate.",
+    )
+    quality_rating = models.CharField(
+        max_length=16, choices=QualityRating.choices, default=QualityRating.UNKNOWN
+    )
+    paused_until = models.DateTimeField(null=True, blank=True)
+    paused_reason = models.CharField(max_length=500, blank=True)
+    api_base_url = models.URLField(
+        "API base URL", blank=True, help_text="Overrides WHATSAPP_API_BASE_URL for this number."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("display_phone_number",)
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(rate_per_second__gte=1, rate_per_second__lte=1000),
+                name="phone_number_rate_in_meta_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(transactional_reserve__gte=0, transactional_reserve__lte=0.9),
+                name="phone_number_reserve_fraction",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.display_phone_number
+
+
+class TemplateCategory(models.TextChoices):
+    MARKETING = "MARKETING", "Marketing"
+    UTILITY = "UTILITY", "Utility"
+    AUTHENTICATION = "AUTHENTICATION", "Authentication"
+
+
+class TemplateStatus(models.TextChoices):
+    APPROVED = "APPROVED", "Approved"
+    PENDING = "PENDING", "Pending"
+    REJECTED = "REJECTED", "Rejected"
+    PAUSED = "PAUSED", "Paused"
+    DISABLED = "DISABLED", "Disabled"
+    DELETED = "DELETED", "Deleted"
+
+
+class Template(models.Model):
+    """A message template as Meta approved it, and the parameters a send must supply."""
+
+    account = models.ForeignKey(BusinessAccount, on_delete=models.PROTECT, related_name="templates")
+    meta_template_id = models.CharField(max_length=64, blank=True)
+    name = models.CharField(max_length=512)
+    language = models.CharField(max_length=16)
+    category = models.CharField(
+        max_length=32, choices=TemplateCategory.choices, default=TemplateCategory.MARKETING
+    )
+    status = models.CharField(
+        max_length=32, choices=TemplateStatus.choices, default=TemplateStatus.APPROVED
+    )
+    status_reason = models.CharField(max_length=500, blank=True)
+    body_text = models.TextField(blank=True)
+    # Positional templates ({{1}}, {{2}}) use the count; named ones list their names.
+    body_param_count = models.PositiveSmallIntegerField(default=0)
+    body_param_names = models.JSONField(default=list, blank=True)
+    components = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("name", "language")
+        constraints = [
+            models.UniqueConstraint(
+                fields=("account", "name", "language"), name="template_unique_per_account"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.language})"
+
+
+class ContactList(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Contact(models.Model):
+    """A person, identified by their phone number in E.164 form."""
+
+    phone = models.CharField(max_length=20, unique=True, help_text="E.164, e.g. +5511999990000")
+    name = models.CharField(max_length=200, blank=True)
+    attributes = models.JSONField(default=dict, blank=True)
+    opted_in_at = models.DateTimeField(null=True, blank=True)
+    opted_out_at = models.DateTimeField(null=True, blank=True)
+    lists = models.ManyToManyField(ContactList, through="ListMembership", related_name="contacts")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("phone",)
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(phone__regex=r"^\+[1-9][0-9]{6,14}$"),
+                name="contact_phone_is_e164",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.phone
+
+    def field_value(self, field: str) -> Any:
+        """A mappable field: ``phone``, ``name`` or any key of ``attributes``."""
+        if field in ("phone", "name"):
+            return getattr(self, field)
+        return self.attributes.get(field)
+
+
+class ListMembership(models.Model):
+    contact_list = models.ForeignKey(ContactList, on_delete=models.CASCADE)
+    contact = models.ForeignKey(Contact, on_delete=models.CASCADE)
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=("contact_list", "contact"), name="list_membership_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.contact_id} in {self.contact_list_id}"
+
+
+class CampaignStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    SCHEDULED = "scheduled", "Scheduled"
+    RUNNING = "running", "Running"
+    PAUSED = "paused", "Paused"
+    COMPLETED = "completed", "Completed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class AmbiguousSendPolicy(models.TextChoices):
+    """What to do with a send that may or may not have reached Meta, once no evidence came."""
+
+    RESEND = "resend", "Resend (at least once)"
+    FAIL = "fail", "Mark failed (at most once)"
+
+
+class Campaign(models.Model):
+    name = models.CharField(max_length=200)
+    phone_number = models.ForeignKey(
+        PhoneNumber, on_delete=models.PROTECT, related_name="campaigns"
+    )
+    template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="campaigns")
+    lists = models.ManyToManyField(ContactList, related_name="campaigns")
+    # {"body": {"1": {"field": "name"}, "2": {"value": "SALE20"}}, ...}
+    param_mapping = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=16, choices=CampaignStatus.choices, default=CampaignStatus.DRAFT
+    )
+    status_reason = models.CharField(max_length=500, blank=True)
+    scheduled_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    max_attempts = models.PositiveSmallIntegerField(
+        default=5, validators=[MinValueValidator(1), MaxValueValidator(50)]
+    )
+    ambiguous_policy = models.CharField(
+        max_length=16, choices=AmbiguousSendPolicy.choices, default=AmbiguousSendPolicy.RESEND
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        indexes = [models.Index(fields=("status",), name="campaign_status_idx")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -1,0 +1,166 @@
+"""Getting messages out: one Message row per recipient, the source of truth for its send."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class MessageStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SENDING = "sending", "Sending"
+    SENT = "sent", "Sent"
+    DELIVERED = "delivered", "Delivered"
+    READ = "read", "Read"
+    FAILED = "failed", "Failed"
+    UNKNOWN = "unknown", "Unknown (being reconciled)"
+    DEAD = "dead", "Dead-lettered"
+    SKIPPED = "skipped", "Skipped"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+# Webhook rank: a status update applies only when it ranks above the current one, so a late
+# or duplicated callback never moves a message backwards.
+STATUS_RANK: dict[str, int] = {
+    MessageStatus.SENDING: 0,
+    MessageStatus.SENT: 1,
+    MessageStatus.FAILED: 2,
+    MessageStatus.DELIVERED: 3,
+    MessageStatus.READ: 4,
+}
+
+# States a message can still leave on its own (the engine or a webhook will move it).
+OPEN_STATUSES = (MessageStatus.PENDING, MessageStatus.SENDING, MessageStatus.UNKNOWN)
+
+
+class MessageKind(models.TextChoices):
+    CAMPAIGN = "campaign", "Campaign"
+    TRANSACTIONAL = "transactional", "Transactional"
+
+
+class Message(models.Model):
+    """One send: a campaign recipient or a transactional message."""
+
+    kind = models.CharField(
+        max_length=16, choices=MessageKind.choices, default=MessageKind.CAMPAIGN
+    )
+    campaign = models.ForeignKey(
+        "campaigns.Campaign",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="messages",
+    )
+    contact = models.ForeignKey(
+        "campaigns.Contact", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    phone_number = models.ForeignKey(
+        "campaigns.PhoneNumber", on_delete=models.PROTECT, related_name="messages"
+    )
+    template = models.ForeignKey(
+        "campaigns.Template", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    to = models.CharField(max_length=20, help_text="Recipient in E.164 form")
+    # Rendered template parameters: {"header": [...], "body": [...] or {...}, "buttons": [...]}
+    params = models.JSONField(default=dict, blank=True)
+    text = models.TextField(blank=True, help_text="Free-form text (service window only)")
+    status = models.CharField(
+        max_length=16, choices=MessageStatus.choices, default=MessageStatus.PENDING
+    )
+    skip_reason = models.CharField(max_length=200, blank=True)
+    attempt = models.PositiveSmallIntegerField(default=0)
+    pair_limit_hits = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    wamid = models.CharField(max_length=128, null=True, blank=True, unique=True)
+    wa_id = models.CharField(max_length=32, blank=True)
+    last_error_code = models.IntegerField(null=True, blank=True)
+    last_error_title = models.CharField(max_length=500, blank=True)
+    last_error_details = models.TextField(blank=True)
+    # One entry per failed attempt: {"at", "attempt", "code", "title", "details", "outcome"}.
+    error_history = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+    failed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # A recipient gets a campaign at most once, whatever happens to the launch.
+            models.UniqueConstraint(
+                fields=("campaign", "to"),
+                condition=models.Q(campaign__isnull=False),
+                name="message_unique_recipient_per_campaign",
+            ),
+        ]
+        indexes = [
+            # The claim query's index: only pending rows, so it stays small however large
+            # the table grows.
+            models.Index(
+                fields=("campaign", "next_attempt_at"),
+                condition=models.Q(status="pending"),
+                name="message_pending_claim_idx",
+            ),
+            models.Index(
+                fields=("phone_number", "next_attempt_at"),
+                condition=models.Q(status="pending", kind="transactional"),
+                name="message_pending_txn_idx",
+            ),
+            # The reconciler's index: rows in doubt.
+            models.Index(
+                fields=("claimed_at",),
+                condition=models.Q(status__in=("sending", "unknown")),
+                name="message_in_doubt_idx",
+            ),
+            models.Index(fields=("campaign", "status"), name="message_campaign_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"message {self.pk} to {self.to} ({self.status})"
+
+    @property
+    def callback_data(self) -> str:
+        """What rides in ``biz_opaque_callback_data`` so a status webhook finds this row."""
+        return f"wb:{self.pk}"
+
+
+class DeadLetterStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    REQUEUED = "requeued", "Requeued"
+    DISCARDED = "discarded", "Discarded"
+
+
+class DeadLetter(models.Model):
+    """A message whose retries ran out, kept for support to requeue or discard."""
+
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="dead_letter")
+    campaign = models.ForeignKey(
+        "campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    phone_number = models.ForeignKey(
+        "campaigns.PhoneNumber", on_delete=models.PROTECT, related_name="+"
+    )
+    error_code = models.IntegerField(null=True, blank=True)
+    error_title = models.CharField(max_length=500, blank=True)
+    payload = models.JSONField(default=dict)
+    attempts = models.JSONField(default=list)
+    status = models.CharField(
+        max_length=16, choices=DeadLetterStatus.choices, default=DeadLetterStatus.OPEN
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+        indexes = [
+            models.Index(fields=("status", "-created_at"), name="deadletter_status_idx"),
+            models.Index(fields=("error_code",), name="deadletter_code_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"dead letter for message {self.message_id}"

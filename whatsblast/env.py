@@ -1,0 +1,141 @@
+"""Typed readers for environment variables.
+
+Every setting comes from the environment through one of these. A value that is present
+but malformed raises ``ImproperlyConfigured`` naming the variable and what was expected,
+so a typo in production fails at start instead of silently becoming a default.
+Secrets may also be given as ``NAME_FILE`` (a path whose contents are the value), the
+convention of container secret mounts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlparse
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:
+    source = os.environ if environ is None else environ
+    value = source.get(name)
+    if value is not None:
+        return value.strip()
+    file_path = source.get(f"{name}_FILE")
+    if file_path:
+        try:
+            return Path(file_path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={file_path!r} cannot be read: {exc}") from exc
+    return None
+
+
+def env_str(
+    name: str, default: str | None = None, *, environ: Mapping[str, str] | None = None
+) -> str:
+    value = _raw(name, environ)
+    if value is None or value == "":
+        if default is None:
+            raise ImproperlyConfigured(f"{name} must be set")
+        return default
+    return value
+
+
+def env_optional(name: str, *, environ: Mapping[str, str] | None = None) -> str | None:
+    value = _raw(name, environ)
+    return value or None
+
+
+def env_bool(name: str, default: bool, *, environ: Mapping[str, str] | None = None) -> bool:
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ImproperlyConfigured(
+        f"{name}={value!r} is not a boolean (use one of 1/0, true/false, yes/no, on/off)"
+    )
+
+
+def env_int(
+    name: str,
+    default: int,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    value = _raw(name, environ)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a whole number") from None
+    _check_range(name, number, minimum, maximum)
+    return number
+
+
+def env_float(
+    name: str,
+    default: float,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> float:
+    value = _raw(name, environ)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number") from None
+    if number != number:  # NaN
+        raise ImproperlyConfigured(f"{name}={value!r} is not a number")
+    _check_range(name, number, minimum, maximum)
+    return number
+
+
+def _check_range(name: str, number: float, minimum: float | None, maximum: float | None) -> None:
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name}={number} is below the minimum {minimum}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name}={number} is above the maximum {maximum}")
+
+
+def env_list(
+    name: str, default: list[str], *, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    value = _raw(name, environ)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_url(
+    name: str,
+    default: str | None = None,
+    *,
+    schemes: tuple[str, ...],
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """A URL whose scheme is one of ``schemes``; ``None`` when unset and no default."""
+    value = _raw(name, environ)
+    if not value:
+        return default
+    parsed = urlparse(value)
+    if parsed.scheme not in schemes:
+        raise ImproperlyConfigured(
+            f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}"
+        )
+    if parsed.scheme not in ("unix",) and not parsed.netloc and not parsed.path:
+        raise ImproperlyConfigured(f"{name} has no host")
+    return value

@@ -1,0 +1,145 @@
+"""The one settings module. Every value comes from the environment (see .env.example)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import environ
+
+from whatsblast import embedded
+from whatsblast.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_optional,
+    env_str,
+    env_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+# A development key is allowed only with DEBUG on; production must set its own.
+SECRET_KEY = env_str("SECRET_KEY", "dev-insecure-secret-key-change-me" if DEBUG else None)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+DATA_DIR = Path(env_str("WHATSBLAST_DATA_DIR", str(BASE_DIR / ".whatsblast")))
+
+# --- services: given URLs, or the embedded ones -------------------------------------------
+DATABASE_URL = env_url("DATABASE_URL", schemes=("postgres", "postgresql")) or (
+    embedded.postgres_url(DATA_DIR)
+)
+REDIS_URL = env_url("REDIS_URL", schemes=("redis", "rediss", "unix")) or embedded.redis_url(
+    DATA_DIR
+)
+
+_db = environ.Env.db_url_config(DATABASE_URL)
+_db["ENGINE"] = "django_prometheus.db.backends.postgresql"
+# Persistent connections: a new connection per request costs ~7x the webhook throughput.
+_db["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60, minimum=0)
+_db["CONN_HEALTH_CHECKS"] = True
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Cloud API -------------------------------------------------------------------------------
+WHATSAPP_API_BASE_URL = env_url(
+    "WHATSAPP_API_BASE_URL", "https://graph.facebook.com", schemes=("http", "https")
+)
+WHATSAPP_API_VERSION = env_str("WHATSAPP_API_VERSION", "v23.0")
+WHATSAPP_APP_SECRET = env_optional("WHATSAPP_APP_SECRET")
+WHATSAPP_VERIFY_TOKEN = env_optional("WHATSAPP_VERIFY_TOKEN")
+WHATSAPP_CONNECT_TIMEOUT = env_float("WHATSAPP_CONNECT_TIMEOUT", 3.05, minimum=0.1, maximum=60)
+WHATSAPP_READ_TIMEOUT = env_float("WHATSAPP_READ_TIMEOUT", 10.0, minimum=0.1, maximum=300)
+
+# --- engine ----------------------------------------------------------------------------------
+# How long a claimed row may stay in `sending` before the reconciler treats it as ambiguous.
+SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 120, minimum=5)
+# How long an `unknown` row waits for webhook evidence before the campaign's policy applies.
+UNKNOWN_SETTLE_SECONDS = env_int("UNKNOWN_SETTLE_SECONDS", 600, minimum=1)
+WEBHOOK_MAX_BODY_BYTES = env_int("WEBHOOK_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+
+# --- Django ----------------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_rq",
+    "django_prometheus",
+    "campaigns",
+    "delivery",
+    "webhooks",
+]
+
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+
+ROOT_URLCONF = "whatsblast.urls"
+WSGI_APPLICATION = "whatsblast.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(DATA_DIR / "staticfiles")))
+
+LOGIN_URL = "admin:login"
+
+# --- RQ --------------------------------------------------------------------------------------
+# Served in this order by every worker: transactional traffic first.
+RQ_QUEUE_NAMES = ("transactional", "campaigns", "maintenance")
+_RQ_TIMEOUTS = {"transactional": 60, "campaigns": 600, "maintenance": 1800}
+RQ_QUEUES = {
+    name: {
+        "URL": REDIS_URL,
+        "DEFAULT_TIMEOUT": timeout,
+        "SERIALIZER": "rq.serializers.JSONSerializer",
+    }
+    for name, timeout in _RQ_TIMEOUTS.items()
+}
+RQ = {"COMMIT_MODE": "on_db_commit"}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
