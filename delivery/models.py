@@ -84,6 +84,10 @@ class Message(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
     read_at = models.DateTimeField(null=True, blank=True)
     failed_at = models.DateTimeField(null=True, blank=True)
+    # From status webhooks: which conversation the message opened and how it is billed.
+    conversation_id = models.CharField(max_length=128, blank=True)
+    pricing_category = models.CharField(max_length=32, blank=True)
+    billable = models.BooleanField(null=True, blank=True)
 
     class Meta:
         constraints = [
