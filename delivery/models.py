@@ -138,7 +138,7 @@ class DeadLetterStatus(models.TextChoices):
 class DeadLetter(models.Model):
     """A message whose retries ran out, kept for support to requeue or discard."""
 
-    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="dead_letter")
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="dead_letters")
     campaign = models.ForeignKey(
         "campaigns.Campaign", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
@@ -161,6 +161,14 @@ class DeadLetter(models.Model):
 
     class Meta:
         ordering = ("-created_at",)
+        constraints = [
+            # A message may die again after a requeue; only one open entry at a time.
+            models.UniqueConstraint(
+                fields=("message",),
+                condition=models.Q(status="open"),
+                name="deadletter_one_open_per_message",
+            ),
+        ]
         indexes = [
             models.Index(fields=("status", "-created_at"), name="deadletter_status_idx"),
             models.Index(fields=("error_code",), name="deadletter_code_idx"),
