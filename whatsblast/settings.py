@@ -58,7 +58,37 @@ WHATSAPP_READ_TIMEOUT = env_float("WHATSAPP_READ_TIMEOUT", 10.0, minimum=0.1, ma
 SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 120, minimum=5)
 # How long an `unknown` row waits for webhook evidence before the campaign's policy applies.
 UNKNOWN_SETTLE_SECONDS = env_int("UNKNOWN_SETTLE_SECONDS", 600, minimum=1)
+# Campaign share one sender chain is expected to carry (see delivery.dispatch.slots_for).
+CAMPAIGN_SLOT_RATE = env_float("CAMPAIGN_SLOT_RATE", 300.0, minimum=1)
+# How long one campaign job sends before handing over to its continuation.
+CAMPAIGN_JOB_BUDGET_SECONDS = env_float("CAMPAIGN_JOB_BUDGET_SECONDS", 5.0, minimum=0.5)
 WEBHOOK_MAX_BODY_BYTES = env_int("WEBHOOK_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+
+# --- webhooks: the applier (webhooks/applier.py) ----------------------------------------------
+# Stored events taken per transaction; Meta batches up to 1,000 statuses in one event.
+WEBHOOK_APPLY_BATCH_EVENTS = env_int("WEBHOOK_APPLY_BATCH_EVENTS", 200, minimum=1, maximum=10_000)
+# At most one applier job is enqueued per this interval, however fast the POSTs come.
+WEBHOOK_APPLY_DEBOUNCE_MS = env_int("WEBHOOK_APPLY_DEBOUNCE_MS", 1000, minimum=10)
+# One applier job drains events for at most this long, then hands over to a fresh job.
+WEBHOOK_APPLY_BUDGET_SECONDS = env_int("WEBHOOK_APPLY_BUDGET_SECONDS", 60, minimum=1)
+# A status matching no message yet is retried this long, then reported.
+WEBHOOK_UNMATCHED_RETRY_SECONDS = env_int("WEBHOOK_UNMATCHED_RETRY_SECONDS", 3600, minimum=1)
+# Inbound messages whose whole text (trimmed, any case or accents) is one of these opt out.
+OPT_OUT_KEYWORDS = env_list(
+    "OPT_OUT_KEYWORDS",
+    [
+        "STOP",
+        "STOPP",
+        "PARAR",
+        "SAIR",
+        "ARRÊTER",
+        "BAJA",
+        "UNSUBSCRIBE",
+        "STOP PROMOTIONS",
+        "STOP PROMO",
+    ],
+)
+# --- end webhooks ----------------------------------------------------------------------------
 
 # --- Django ----------------------------------------------------------------------------------
 INSTALLED_APPS = [

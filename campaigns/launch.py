@@ -1,0 +1,180 @@
+"""Launching a campaign: validate, then turn its audience into Message rows in one statement."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from campaigns.models import Campaign, CampaignStatus, TemplateCategory, TemplateStatus
+from campaigns.params import CONTACT_COLUMNS, mapped_fields, mapping_validate, params_sql
+
+
+class LaunchError(ValueError):
+    """The campaign cannot start as configured; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class LaunchSummary:
+    campaign_id: int
+    status: str
+    recipients: int
+    pending: int
+    skipped: int
+    already_started: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# One row per distinct phone across the campaign's lists (a contact in two lists is one
+# recipient). Opted-out contacts, and marketing templates to US numbers (Meta does not
+# deliver those), become `skipped` rows so the campaign's report accounts for everyone.
+# ON CONFLICT on the (campaign, to) unique index makes a second launch a no-op.
+_INSERT_MESSAGES_SQL = """
+INSERT INTO delivery_message
+       (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
+        status, skip_reason, attempt, pair_limit_hits, next_attempt_at, wa_id,
+        last_error_title, last_error_details, error_history, created_at,
+        conversation_id, pricing_category)
+SELECT 'campaign', %(campaign_id)s, c.id, %(phone_number_id)s, %(template_id)s, c.phone,
+       {params_expr}, '',
+       CASE WHEN c.opted_out_at IS NOT NULL THEN 'skipped'
+            WHEN %(us_blocked)s AND c.phone LIKE '+1%%' THEN 'skipped'
+            ELSE 'pending' END,
+       CASE WHEN c.opted_out_at IS NOT NULL THEN 'opted out'
+            WHEN %(us_blocked)s AND c.phone LIKE '+1%%'
+                 THEN 'marketing templates are not delivered to US numbers'
+            ELSE '' END,
+       0, 0, now(), '', '', '', '[]'::jsonb, now(), '', ''
+  FROM campaigns_contact AS c
+ WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
+                 WHERE contact_list_id = ANY(%(list_ids)s))
+ON CONFLICT DO NOTHING
+"""
+
+# Contacts that would be sent to but lack a mapped field: refused before launch, so a
+# typo in the mapping costs an error message, not a million failed sends.
+_MISSING_FIELD_SQL = """
+SELECT count(*), (array_agg(c.phone ORDER BY c.id))[1:5]
+  FROM campaigns_contact AS c
+ WHERE c.opted_out_at IS NULL
+   AND c.id IN (SELECT contact_id FROM campaigns_listmembership
+                 WHERE contact_list_id = ANY(%(list_ids)s))
+   AND coalesce(c.attributes ->> %(field)s, '') = ''
+"""
+
+
+def campaign_validate(*, campaign: Campaign) -> None:
+    """Raise ``LaunchError`` if the campaign cannot be launched as it stands."""
+    template = campaign.template
+    if template.status != TemplateStatus.APPROVED:
+        raise LaunchError(
+            f"template {template.name} ({template.language}) is {template.status}, "
+            "only APPROVED templates can be sent"
+        )
+    try:
+        mapping_validate(template, campaign.param_mapping)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from exc
+    list_ids = list(campaign.lists.values_list("pk", flat=True))
+    if not list_ids:
+        raise LaunchError("the campaign has no contact list")
+    with connection.cursor() as cursor:
+        for field in mapped_fields(campaign.param_mapping):
+            if field in CONTACT_COLUMNS and field != "name":
+                continue
+            if field == "name":
+                cursor.execute(
+                    "SELECT count(*), (array_agg(c.phone ORDER BY c.id))[1:5] "
+                    "FROM campaigns_contact c WHERE c.opted_out_at IS NULL AND c.name = '' "
+                    "AND c.id IN (SELECT contact_id FROM campaigns_listmembership "
+                    "WHERE contact_list_id = ANY(%s))",
+                    [list_ids],
+                )
+            else:
+                cursor.execute(_MISSING_FIELD_SQL, {"list_ids": list_ids, "field": field})
+            missing, examples = cursor.fetchone()
+            if missing:
+                raise LaunchError(
+                    f"{missing} contact(s) have no value for mapped field '{field}' "
+                    f"(e.g. {', '.join(examples)}); fix the mapping or the contacts"
+                )
+
+
+def campaign_start(*, campaign: Campaign, at: datetime | None = None) -> LaunchSummary:
+    """Launch now (or schedule for ``at``). Starting a started campaign changes nothing."""
+    with transaction.atomic():
+        campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+        if campaign.status in (
+            CampaignStatus.RUNNING,
+            CampaignStatus.COMPLETED,
+            CampaignStatus.CANCELLED,
+            CampaignStatus.PAUSED,
+        ):
+            return _summary(campaign, already_started=True)
+        campaign_validate(campaign=campaign)
+        if at is not None and at > timezone.now():
+            campaign.status = CampaignStatus.SCHEDULED
+            campaign.scheduled_at = at
+            campaign.save(update_fields=["status", "scheduled_at", "updated_at"])
+            transaction.on_commit(lambda: _schedule(campaign.pk, at))
+            return _summary(campaign, already_started=False)
+        _insert_messages(campaign)
+        campaign.status = CampaignStatus.RUNNING
+        campaign.status_reason = ""
+        campaign.started_at = timezone.now()
+        campaign.save(update_fields=["status", "status_reason", "started_at", "updated_at"])
+        transaction.on_commit(lambda: _kick(campaign.pk))
+        return _summary(campaign, already_started=False)
+
+
+def _insert_messages(campaign: Campaign) -> None:
+    template = campaign.template
+    params_expr, params_args = params_sql(template, campaign.param_mapping)
+    # params_expr holds only %s placeholders and fixed column names; turn its positional
+    # placeholders into named ones so they sit beside the statement's own parameters.
+    named: dict[str, Any] = {}
+    for index, value in enumerate(params_args):
+        params_expr = params_expr.replace("%s", f"%(p{index})s", 1)
+        named[f"p{index}"] = value
+    sql = _INSERT_MESSAGES_SQL.format(params_expr=params_expr)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {
+                "campaign_id": campaign.pk,
+                "phone_number_id": campaign.phone_number_id,
+                "template_id": template.pk,
+                "us_blocked": template.category == TemplateCategory.MARKETING,
+                "list_ids": list(campaign.lists.values_list("pk", flat=True)),
+                **named,
+            },
+        )
+
+
+def _summary(campaign: Campaign, *, already_started: bool) -> LaunchSummary:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'pending'), "
+            "count(*) FILTER (WHERE status = 'skipped') "
+            "FROM delivery_message WHERE campaign_id = %s",
+            [campaign.pk],
+        )
+        total, pending, skipped = cursor.fetchone()
+    return LaunchSummary(campaign.pk, campaign.status, total, pending, skipped, already_started)
+
+
+def _kick(campaign_id: int) -> None:
+    from delivery.dispatch import campaign_kick
+
+    campaign_kick(campaign_id=campaign_id)
+
+
+def _schedule(campaign_id: int, at: datetime) -> None:
+    from delivery.dispatch import campaign_schedule
+
+    campaign_schedule(campaign_id=campaign_id, at=at)

@@ -1,0 +1,69 @@
+"""RQ jobs: ids in, one service call, nothing else. Rules live in the services."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections
+
+logger = logging.getLogger(__name__)
+
+
+def campaign_send_job(campaign_id: int, slot: int, token: str) -> dict[str, Any]:
+    from campaigns.lifecycle import campaigns_complete_finished
+    from campaigns.models import Campaign, CampaignStatus
+    from delivery import dispatch, slots
+    from delivery.sender import CampaignSlotSender
+
+    if not slots.slot_renew(campaign_id, slot, token):
+        return {"stopped": "slot owned by another job"}
+    campaign = (
+        Campaign.objects.select_related("phone_number__account", "template")
+        .filter(pk=campaign_id)
+        .first()
+    )
+    if campaign is None or campaign.status != CampaignStatus.RUNNING:
+        slots.slot_release(campaign_id, slot, token)
+        return {"stopped": "campaign not running"}
+    count = dispatch.slots_for(
+        rate_per_second=campaign.phone_number.rate_per_second,
+        reserve=campaign.phone_number.transactional_reserve,
+    )
+    sender = CampaignSlotSender(campaign, slots=count, should_yield=dispatch.transactional_waiting)
+    report = sender.run(
+        budget_s=settings.CAMPAIGN_JOB_BUDGET_SECONDS,
+        renew=lambda: slots.slot_renew(campaign_id, slot, token),
+    )
+    if report.work_remaining:
+        dispatch.campaign_continue(campaign_id=campaign_id, slot=slot, token=token)
+    else:
+        slots.slot_release(campaign_id, slot, token)
+        campaigns_complete_finished(campaign_id=campaign_id)
+    return {"sent": report.sent, "settled": report.settled, "stopped": report.stopped_because}
+
+
+def campaign_start_job(campaign_id: int) -> dict[str, Any]:
+    from campaigns.launch import campaign_start
+    from campaigns.models import Campaign, CampaignStatus
+
+    campaign = Campaign.objects.filter(pk=campaign_id, status=CampaignStatus.SCHEDULED).first()
+    if campaign is None:
+        return {"started": False}
+    campaign.status = CampaignStatus.DRAFT  # due now: launch as from a draft
+    campaign.save(update_fields=["status"])
+    return campaign_start(campaign=campaign).as_dict()
+
+
+def transactional_send_job(message_id: int) -> str:
+    from delivery.transactional import transactional_send
+
+    return str(transactional_send(message_id=message_id))
+
+
+def maintenance_tick_job() -> dict[str, Any]:
+    from delivery.maintenance import maintenance_tick
+
+    close_old_connections()
+    return maintenance_tick()

@@ -1,0 +1,82 @@
+"""The periodic maintenance pass: reconcile, launch due schedules, keep campaigns moving."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.utils import timezone
+
+from campaigns.models import Campaign, CampaignStatus
+from delivery import dispatch
+from delivery.claim import due_transactional_ids
+from delivery.reconcile import reconcile
+
+logger = logging.getLogger(__name__)
+
+# Running campaigns with a row due now: these need a live sender chain.
+_CAMPAIGNS_WITH_DUE_WORK_SQL = """
+SELECT c.id FROM campaigns_campaign c
+ WHERE c.status = 'running'
+   AND EXISTS (SELECT 1 FROM delivery_message m
+                WHERE m.campaign_id = c.id AND m.status = 'pending'
+                  AND m.next_attempt_at <= now())
+"""
+
+
+def maintenance_tick() -> dict[str, Any]:
+    report = reconcile()
+    started = _start_due_schedules()
+    kicked = 0
+    for campaign in Campaign.objects.raw(_CAMPAIGNS_WITH_DUE_WORK_SQL):
+        kicked += dispatch.campaign_kick(campaign_id=campaign.pk)
+    requeued = sum(
+        dispatch.transactional_enqueue(message_id=message_id, attempt=attempt)
+        for message_id, attempt in due_transactional_ids_with_attempt()
+    )
+    applied = _apply_webhooks()
+    return {
+        "leases_expired": report.leases_expired,
+        "unknown_resent": report.resent,
+        "unknown_failed": report.failed,
+        "completed": report.completed_campaigns,
+        "schedules_started": started,
+        "slots_started": kicked,
+        "transactional_requeued": requeued,
+        "webhook_statuses_applied": applied,
+    }
+
+
+def due_transactional_ids_with_attempt() -> list[tuple[int, int]]:
+    from delivery.models import Message
+
+    ids = due_transactional_ids()
+    return list(Message.objects.filter(pk__in=ids).values_list("pk", "attempt"))
+
+
+def _start_due_schedules() -> int:
+    from campaigns.launch import LaunchError, campaign_start
+
+    started = 0
+    due = Campaign.objects.filter(status=CampaignStatus.SCHEDULED, scheduled_at__lte=timezone.now())
+    for campaign in due:
+        Campaign.objects.filter(pk=campaign.pk, status=CampaignStatus.SCHEDULED).update(
+            status=CampaignStatus.DRAFT
+        )
+        try:
+            campaign_start(campaign=campaign)
+            started += 1
+        except LaunchError as exc:
+            Campaign.objects.filter(pk=campaign.pk).update(
+                status=CampaignStatus.PAUSED, status_reason=f"scheduled launch refused: {exc}"[:500]
+            )
+    return started
+
+
+def _apply_webhooks() -> int:
+    try:
+        from webhooks.services import webhook_events_apply  # type: ignore[attr-defined]
+    except ImportError:
+        return 0
+    result = webhook_events_apply()
+    return int(result) if isinstance(result, int) else 0

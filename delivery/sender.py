@@ -1,0 +1,262 @@
+"""The campaign send loop: tokens, then claim, then send concurrently, then record in bulk.
+
+One call runs one slot of a campaign for a time budget. The loop keeps up to
+``concurrency`` sends in flight (Little's law: in flight = rate x latency, so 250 msg/s
+at 250 ms needs about 63), takes tokens from the number's shared bucket *before* claiming
+rows (so a crash leaves at most the in-flight rows in doubt), and records results every
+``FLUSH_INTERVAL_S`` in a few statements. Pacing is the bucket's job: the loop waits only
+for tokens or for in-flight sends, never for a retry (retries are rows with a future
+``next_attempt_at``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from campaigns.models import Campaign, CampaignStatus
+from delivery import adaptive
+from delivery.claim import ClaimedMessage, claim_campaign_batch, release_messages
+from delivery.cloud_api import Accepted, CloudApiClient, SendRequest, SendResult, get_client
+from delivery.outcomes import classify
+from delivery.ratelimit import TokenBucket, TrafficClass
+from delivery.reach import reach_admit
+from delivery.recording import settlements_record
+from delivery.settle import Effects, RetryPolicy, Settlement, settle
+
+logger = logging.getLogger(__name__)
+
+FLUSH_INTERVAL_S = 0.25
+STATUS_CHECK_INTERVAL_S = 0.5
+MAX_CONCURRENCY = 256
+MIN_CONCURRENCY = 4
+# Upper bound on one claim: keeps the claimed-but-unsent window (rows in doubt after a
+# crash) small while still amortising the round trip.
+MAX_CLAIM = 200
+
+
+@dataclass
+class SlotReport:
+    sent: int = 0
+    settled: int = 0
+    throttled: int = 0
+    stopped_because: str = ""
+    work_remaining: bool = False
+    latencies: list[float] = field(default_factory=list)
+
+
+def number_bucket(phone_number: object) -> TokenBucket:
+    return TokenBucket(
+        phone_number.phone_number_id,  # type: ignore[attr-defined]
+        rate=float(phone_number.rate_per_second),  # type: ignore[attr-defined]
+        reserve=float(phone_number.transactional_reserve),  # type: ignore[attr-defined]
+    )
+
+
+def concurrency_for(rate: float, latency_s: float) -> int:
+    """In-flight sends needed to sustain ``rate`` at ``latency_s`` (Little's law + 50 %)."""
+    return max(MIN_CONCURRENCY, min(MAX_CONCURRENCY, math.ceil(rate * latency_s * 1.5) + 2))
+
+
+class CampaignSlotSender:
+    """Sends for one campaign slot until the budget runs out or there is nothing due."""
+
+    def __init__(
+        self,
+        campaign: Campaign,
+        *,
+        slots: int,
+        client: CloudApiClient | None = None,
+        should_yield: object = None,
+    ) -> None:
+        self.campaign = campaign
+        self.number = campaign.phone_number
+        self.template = campaign.template
+        self.bucket = number_bucket(self.number)
+        self.client = client or get_client()
+        self.policy = RetryPolicy(max_attempts=campaign.max_attempts)
+        self.share = self.number.rate_per_second * (1 - self.number.transactional_reserve) / slots
+        self.latency_estimate = 0.3
+        self.should_yield = should_yield  # callable: True when transactional work waits
+        self.base_url = self.number.api_base_url or settings.WHATSAPP_API_BASE_URL
+        self.limit = campaign.phone_number.account.daily_unique_user_limit
+        self.waba_id = campaign.phone_number.account.waba_id
+
+    def _request(self, message: ClaimedMessage) -> SendRequest:
+        return SendRequest(
+            base_url=self.base_url,
+            phone_number_id=self.number.phone_number_id,
+            access_token=self.number.access_token,
+            to=message.to,
+            callback_data=f"wb:{message.id}",
+            template_name=self.template.name,
+            language=self.template.language,
+            params=message.params,
+        )
+
+    def run(self, *, budget_s: float, renew: object = None) -> SlotReport:
+        report = SlotReport()
+        deadline = time.monotonic() + budget_s
+        in_flight: dict[Future[SendResult], ClaimedMessage] = {}
+        done: list[tuple[ClaimedMessage, SendResult]] = []
+        last_flush = last_check = time.monotonic()
+        stopping = ""
+        with ThreadPoolExecutor(max_workers=MAX_CONCURRENCY, thread_name_prefix="send") as pool:
+            while True:
+                now = time.monotonic()
+                if not stopping:
+                    stopping = self._stop_reason(now, deadline, last_check, renew)
+                    if now - last_check >= STATUS_CHECK_INTERVAL_S:
+                        last_check = now
+                wait_s = FLUSH_INTERVAL_S
+                if not stopping:
+                    wait_s, nothing_due = self._fill(pool, in_flight)
+                    if nothing_due and not in_flight:
+                        stopping = "nothing due"
+                if stopping and not in_flight:
+                    break
+                finished, _ = (
+                    wait(
+                        list(in_flight),
+                        timeout=min(wait_s, FLUSH_INTERVAL_S),
+                        return_when=FIRST_COMPLETED,
+                    )
+                    if in_flight
+                    else (set(), None)
+                )
+                if not in_flight:
+                    time.sleep(min(wait_s, FLUSH_INTERVAL_S))
+                for future in finished:
+                    done.append((in_flight.pop(future), future.result()))
+                if done and (time.monotonic() - last_flush >= FLUSH_INTERVAL_S):
+                    broken = self._flush(done, report)
+                    done = []
+                    last_flush = time.monotonic()
+                    if broken and not stopping:
+                        stopping = "campaign broken"
+            if done:
+                self._flush(done, report)
+        report.stopped_because = stopping
+        report.work_remaining = stopping in ("time budget", "yield to transactional")
+        return report
+
+    def _stop_reason(self, now: float, deadline: float, last_check: float, renew: object) -> str:
+        if now >= deadline:
+            return "time budget"
+        if now - last_check >= STATUS_CHECK_INTERVAL_S:
+            status = (
+                Campaign.objects.filter(pk=self.campaign.pk)
+                .values_list("status", flat=True)
+                .first()
+            )
+            if status != CampaignStatus.RUNNING:
+                return f"campaign {status}"
+            if renew is not None and not renew():  # type: ignore[operator]
+                return "slot lost"
+            if self.should_yield is not None and self.should_yield():  # type: ignore[operator]
+                return "yield to transactional"
+        return ""
+
+    def _fill(
+        self, pool: ThreadPoolExecutor, in_flight: dict[Future[SendResult], ClaimedMessage]
+    ) -> tuple[float, bool]:
+        """Top up the in-flight sends; return (how long to wait, whether nothing was due)."""
+        concurrency = concurrency_for(self.share, self.latency_estimate)
+        free = min(concurrency - len(in_flight), MAX_CLAIM)
+        if free <= 0:
+            return FLUSH_INTERVAL_S, False
+        grant = self.bucket.acquire(free, TrafficClass.CAMPAIGN)
+        if grant.tokens == 0:
+            return max(0.001, grant.wait_s), False
+        rows = claim_campaign_batch(campaign_id=self.campaign.pk, limit=grant.tokens)
+        if len(rows) < grant.tokens:
+            self.bucket.refund(grant.tokens - len(rows), TrafficClass.CAMPAIGN)
+        rows = self._admit(rows)
+        for message in rows:
+            in_flight[pool.submit(self.client.send, self._request(message))] = message
+        return (grant.wait_s if grant.tokens < free else 0.0), not rows
+
+    def _admit(self, rows: list[ClaimedMessage]) -> list[ClaimedMessage]:
+        """Hold back recipients the portfolio's 24 h messaging limit has no room for."""
+        if self.limit is None or not rows:
+            return rows
+        admission = reach_admit(
+            waba_id=self.waba_id, limit=self.limit, recipients=[m.to for m in rows]
+        )
+        if not admission.refused:
+            return rows
+        refused = set(admission.refused)
+        held = [m for m in rows if m.to in refused]
+        until = timezone.now() + timedelta(seconds=max(1.0, admission.room_frees_in_s))
+        with connection.cursor() as cursor:
+            # Waiting is not failing: the rows go back to pending for when room frees.
+            cursor.execute(
+                "UPDATE delivery_message SET status = 'pending', claimed_at = NULL, "
+                "next_attempt_at = %s WHERE id = ANY(%s) AND status = 'sending'",
+                [until, [m.id for m in held]],
+            )
+        Campaign.objects.filter(pk=self.campaign.pk).update(
+            status_reason=(
+                f"Waiting for the messaging limit ({self.number.account.messaging_limit_tier})"
+                f" until {until:%Y-%m-%d %H:%M} UTC"
+            )
+        )
+        return [m for m in rows if m.to not in refused]
+
+    def _flush(self, done: list[tuple[ClaimedMessage, SendResult]], report: SlotReport) -> bool:
+        """Record finished sends; return True when the campaign turned out to be broken."""
+        effects = Effects()
+        now = timezone.now()
+        settlements: list[Settlement] = []
+        for message, result in done:
+            report.latencies.append(result.latency_s)
+            outcome = classify(result)
+            settlement = settle(
+                message=message,
+                result=result,
+                outcome=outcome,
+                policy=self.policy,
+                now=now,
+                effects=effects,
+            )
+            if settlement is not None:
+                settlements.append(settlement)
+            if isinstance(result, Accepted):
+                report.sent += 1
+        latencies = [r.latency_s for _, r in done if isinstance(r, Accepted)]
+        if latencies:
+            # Smooth the estimate: one slow batch should not double the in-flight window.
+            self.latency_estimate = 0.8 * self.latency_estimate + 0.2 * (
+                sum(latencies) / len(latencies)
+            )
+        report.settled += settlements_record(
+            settlements, opted_out_contact_ids=effects.opted_out_contact_ids
+        )
+        if effects.released_ids:
+            release_messages(ids=effects.released_ids)
+        if effects.throttled:
+            report.throttled += effects.throttled
+            pause_s = adaptive.rate_throttled(bucket=self.bucket)
+            logger.warning(
+                "number %s throttled (130429 x%s): paused %.1fs",
+                self.number.phone_number_id,
+                effects.throttled,
+                pause_s,
+            )
+        elif report.sent:
+            adaptive.rate_recovered(bucket=self.bucket)
+        if effects.campaign_broken_reason:
+            from campaigns.lifecycle import campaign_pause
+
+            campaign_pause(campaign=self.campaign, reason=effects.campaign_broken_reason)
+            logger.error("campaign %s paused: %s", self.campaign.pk, effects.campaign_broken_reason)
+            return True
+        return False

@@ -1,0 +1,94 @@
+"""Sending one transactional message: the whole rate of the number, short retries."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+from delivery.claim import claim_message, release_messages
+from delivery.cloud_api import SendRequest, get_client
+from delivery.models import Message, MessageStatus
+from delivery.outcomes import classify
+from delivery.ratelimit import TrafficClass
+from delivery.recording import settlements_record
+from delivery.sender import number_bucket
+from delivery.settle import Effects, RetryPolicy, settle
+
+# Stale quickly: an OTP retried after minutes is useless, so few and short retries.
+TRANSACTIONAL_POLICY = RetryPolicy(max_attempts=3, backoff_base_s=0.5, backoff_cap_s=5.0)
+# How long a transactional send may wait for a token before going back to the queue.
+TOKEN_WAIT_LIMIT_S = 5.0
+
+
+def transactional_send(*, message_id: int) -> str:
+    """Send one transactional message now; return its new status."""
+    message = (
+        Message.objects.select_related("phone_number", "template").filter(pk=message_id).first()
+    )
+    if message is None or message.status != MessageStatus.PENDING:
+        return "gone" if message is None else message.status
+    number = message.phone_number
+    bucket = number_bucket(number)
+    deadline = time.monotonic() + TOKEN_WAIT_LIMIT_S
+    while True:
+        grant = bucket.acquire(1, TrafficClass.TRANSACTIONAL)
+        if grant.tokens:
+            break
+        if time.monotonic() + grant.wait_s > deadline:
+            return MessageStatus.PENDING  # the sweep re-enqueues it
+        time.sleep(max(0.001, grant.wait_s))
+    claimed = claim_message(message_id=message_id)
+    if claimed is None:
+        bucket.refund(1, TrafficClass.TRANSACTIONAL)
+        return "claimed elsewhere"
+    template = message.template
+    request = SendRequest(
+        base_url=number.api_base_url or settings.WHATSAPP_API_BASE_URL,
+        phone_number_id=number.phone_number_id,
+        access_token=number.access_token,
+        to=message.to,
+        callback_data=f"wb:{message.pk}",
+        template_name=template.name if template else None,
+        language=template.language if template else None,
+        params=message.params or None,
+        text=message.text or None,
+    )
+    result = get_client().send(request)
+    effects = Effects()
+    settlement = settle(
+        message=claimed,
+        result=result,
+        outcome=classify(result),
+        policy=TRANSACTIONAL_POLICY,
+        now=timezone.now(),
+        effects=effects,
+    )
+    if settlement is None:
+        # A broken configuration (bad token, missing template): fail now rather than
+        # hold an OTP until someone repairs the number.
+        release_messages(ids=[claimed.id])
+        Message.objects.filter(pk=claimed.id).update(
+            status=MessageStatus.FAILED,
+            failed_at=timezone.now(),
+            last_error_title=(effects.campaign_broken_reason or "")[:500],
+        )
+        return MessageStatus.FAILED
+    settlements_record([settlement], opted_out_contact_ids=effects.opted_out_contact_ids)
+    if effects.throttled:
+        from delivery import adaptive
+
+        adaptive.rate_throttled(bucket=bucket)
+    if settlement.status == MessageStatus.PENDING and settlement.next_attempt_at is not None:
+        import django_rq
+
+        from delivery.dispatch import TRANSACTIONAL_QUEUE
+        from delivery.jobs import transactional_send_job
+
+        delay = max(timedelta(0), settlement.next_attempt_at - timezone.now())
+        django_rq.get_queue(TRANSACTIONAL_QUEUE).enqueue_in(
+            delay, transactional_send_job, message_id
+        )
+    return settlement.status
