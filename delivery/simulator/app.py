@@ -1,0 +1,185 @@
+"""The simulator over HTTP: Graph API routes plus the ``/_sim/...`` control API."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import web
+
+from delivery.simulator import errors
+from delivery.simulator.core import Simulator
+
+SIMULATOR_KEY = web.AppKey("simulator", Simulator)
+_JSON = "application/json"
+
+
+def build_app(simulator: Simulator) -> web.Application:
+    app = web.Application(client_max_size=4 * 1024 * 1024)
+    app[SIMULATOR_KEY] = simulator
+    app.router.add_post("/{version}/{phone_number_id}/messages", send)
+    app.router.add_get("/{version}/{waba_id}/message_templates", message_templates)
+    app.router.add_get("/_sim/health", health)
+    app.router.add_get("/_sim/config", config_get)
+    app.router.add_post("/_sim/config", config_post)
+    app.router.add_post("/_sim/reset", reset)
+    app.router.add_post("/_sim/numbers", numbers_post)
+    app.router.add_post("/_sim/templates", templates_post)
+    app.router.add_get("/_sim/stats", stats)
+    app.router.add_get("/_sim/records", records)
+    app.router.add_get("/_sim/histogram", histogram)
+    app.router.add_get("/_sim/duplicates", duplicates)
+    app.router.add_get("/_sim/webhooks/idle", webhooks_idle)
+    app.on_startup.append(_start_webhooks)
+    app.on_cleanup.append(_stop_webhooks)
+    return app
+
+
+async def _start_webhooks(app: web.Application) -> None:
+    await app[SIMULATOR_KEY].webhooks.start()
+
+
+async def _stop_webhooks(app: web.Application) -> None:
+    await app[SIMULATOR_KEY].webhooks.stop()
+
+
+# --- Graph API ---------------------------------------------------------------------------------
+
+
+async def send(request: web.Request) -> web.Response:
+    simulator = request.app[SIMULATOR_KEY]
+    raw = await request.read()
+    reply = simulator.handle_send(
+        phone_number_id=request.match_info["phone_number_id"],
+        authorization=request.headers.get("Authorization", ""),
+        raw=raw,
+    )
+    if reply.delay_s > 0:
+        simulator.in_flight += 1
+        try:
+            await asyncio.sleep(reply.delay_s)
+        finally:
+            simulator.in_flight -= 1
+    return web.Response(status=reply.status, body=reply.body, content_type=_JSON)
+
+
+async def message_templates(request: web.Request) -> web.Response:
+    """Templates of a WABA, paged like Graph: ``limit``, ``after`` and ``paging.next``."""
+    simulator = request.app[SIMULATOR_KEY]
+    waba_id = request.match_info["waba_id"]
+    if not request.headers.get("Authorization", "").lower().startswith("bearer "):
+        status, body = errors.auth_error()
+        return web.Response(status=status, body=body, content_type=_JSON)
+    templates = simulator.templates_for(waba_id)
+    limit = max(1, min(int(request.query.get("limit", "25")), 1000))
+    start = _cursor_index(request.query.get("after"))
+    page = templates[start : start + limit]
+    data: dict[str, Any] = {"data": [t.as_graph() for t in page]}
+    if page:
+        after = _cursor(start + len(page))
+        data["paging"] = {"cursors": {"before": _cursor(start), "after": after}}
+        if start + len(page) < len(templates):
+            next_url = request.url.update_query({"limit": str(limit), "after": after})
+            data["paging"]["next"] = str(next_url)
+    return web.json_response(data)
+
+
+def _cursor(index: int) -> str:
+    return format(index, "x").rjust(8, "0").encode().hex()
+
+
+def _cursor_index(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    try:
+        return int(bytes.fromhex(cursor).decode(), 16)
+    except ValueError:
+        return 0
+
+
+# --- control API -------------------------------------------------------------------------------
+
+
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+async def config_get(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SIMULATOR_KEY].config.as_dict())
+
+
+async def config_post(request: web.Request) -> web.Response:
+    changes = await _body(request)
+    try:
+        return web.json_response(request.app[SIMULATOR_KEY].configure(changes))
+    except (TypeError, ValueError) as exc:
+        return web.json_response({"error": str(exc)}, status=400)
+
+
+async def reset(request: web.Request) -> web.Response:
+    options = await _body(request)
+    request.app[SIMULATOR_KEY].reset(
+        numbers=bool(options.get("numbers")), templates=bool(options.get("templates"))
+    )
+    return web.json_response({"ok": True})
+
+
+async def numbers_post(request: web.Request) -> web.Response:
+    data = await _body(request)
+    items = data.get("numbers", [data])
+    try:
+        specs = [request.app[SIMULATOR_KEY].add_number(item) for item in items]
+    except (TypeError, ValueError) as exc:
+        return web.json_response({"error": str(exc)}, status=400)
+    return web.json_response({"numbers": [s.phone_number_id for s in specs]})
+
+
+async def templates_post(request: web.Request) -> web.Response:
+    data = await _body(request)
+    items = data.get("templates", [data])
+    try:
+        specs = [request.app[SIMULATOR_KEY].add_template(item) for item in items]
+    except (KeyError, TypeError, ValueError) as exc:
+        return web.json_response({"error": str(exc)}, status=400)
+    return web.json_response({"templates": [s.as_graph() for s in specs]})
+
+
+async def stats(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SIMULATOR_KEY].stats())
+
+
+async def records(request: web.Request) -> web.Response:
+    query = request.query
+    rows = request.app[SIMULATOR_KEY].recorder.rows_json(
+        after=int(query.get("after", "0")),
+        limit=int(query["limit"]) if "limit" in query else None,
+        bodies=query.get("bodies", "") in ("1", "true"),
+    )
+    return web.json_response({"records": rows})
+
+
+async def histogram(request: web.Request) -> web.Response:
+    number = request.query.get("phone_number_id", "")
+    return web.json_response(request.app[SIMULATOR_KEY].recorder.histogram(number))
+
+
+async def duplicates(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SIMULATOR_KEY].recorder.accepted_per_recipient())
+
+
+async def webhooks_idle(request: web.Request) -> web.Response:
+    """Waits up to ``timeout`` seconds for every scheduled status to be delivered or dropped."""
+    simulator = request.app[SIMULATOR_KEY]
+    idle = await simulator.webhooks_idle(float(request.query.get("timeout", "10")))
+    return web.json_response({"idle": idle, "webhooks": simulator.webhooks.stats()})
+
+
+async def _body(request: web.Request) -> dict[str, Any]:
+    raw = await request.read()
+    if not raw:
+        return {}
+    data = json.loads(raw)
+    if not isinstance(data, dict):
+        raise web.HTTPBadRequest(text="expected a JSON object")
+    return data

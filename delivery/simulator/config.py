@@ -1,0 +1,257 @@
+"""The simulator's knobs, its registered numbers and its templates (all plain data)."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+MODES = ("normal", "all_5xx", "all_timeout", "all_throttle")
+DISTRIBUTIONS = ("uniform", "normal")
+DEFAULT_WABA_ID = "102290129340398"
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z0-9_]+)\s*\}\}")
+
+
+@dataclass
+class SimConfig:
+    """Everything that can change at run time through ``configure`` or ``POST /_sim/config``."""
+
+    # Response latency: latency_ms, spread by jitter_ms (uniform +-, or normal sigma).
+    latency_ms: float = 0.0
+    jitter_ms: float = 0.0
+    latency_distribution: str = "uniform"
+    # normal | all_5xx | all_timeout | all_throttle
+    mode: str = "normal"
+    # Fault fractions, each drawn independently per accepted-so-far request.
+    error_5xx_fraction: float = 0.0
+    timeout_fraction: float = 0.0  # accepted and sent, but the answer is held back
+    timeout_hold_s: float = 30.0
+    permanent_fraction: float = 0.0  # synchronous per-recipient error
+    permanent_code: int = 131026
+    async_failure_fraction: float = 0.0  # accepted, then a `failed` status webhook
+    async_failure_code: int = 131026
+    # Recipients ("+15550001" or digits) that always fail with the given code.
+    fail_recipients: dict[str, int] = field(default_factory=dict)
+    # Pair rate limit (131056): per (number, recipient) token bucket.
+    pair_limit_enabled: bool = True
+    pair_rate_per_s: float = 1 / 6
+    pair_burst: int = 45
+    # Messaging limit: unique recipients per number per rolling window; None = unlimited.
+    # Meta documents no error for it; past it the send is accepted and later fails.
+    messaging_limit: int | None = None
+    messaging_limit_window_s: float = 24 * 3600.0
+    over_limit_code: int = 131026
+    over_limit_sync: bool = False
+    # Unknown phone_number_ids register themselves with the token they present.
+    auto_register: bool = False
+    default_rate: float = 80.0
+    # Status webhooks.
+    callback_url: str | None = None
+    app_secret: str = ""
+    waba_id: str = DEFAULT_WABA_ID
+    sent_delay_ms: float = 10.0
+    delivered_delay_ms: float = 30.0
+    read_delay_ms: float = 60.0
+    webhook_jitter_ms: float = 0.0
+    delivered_fraction: float = 1.0
+    read_fraction: float = 0.5
+    webhook_batch_size: int = 1
+    webhook_batch_wait_ms: float = 20.0
+    webhook_out_of_order: bool = False
+    webhook_duplicate_fraction: float = 0.0
+    webhook_retry_max: int = 8
+    webhook_retry_base_s: float = 0.5
+    webhook_retry_cap_s: float = 60.0
+    webhook_concurrency: int = 8
+    webhook_timeout_s: float = 10.0
+    webhook_conversation: bool = True
+    # Records: compact rows up to record_cap; raw bodies for the most recent body_cap.
+    record_cap: int = 2_000_000
+    body_cap: int = 10_000
+    seed: int | None = None
+
+    def updated(self, changes: dict[str, Any]) -> SimConfig:
+        """A copy with ``changes`` applied; raises ValueError on unknown keys or bad values."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - known
+        if unknown:
+            raise ValueError(f"unknown config keys: {sorted(unknown)}")
+        new = dataclasses.replace(self, **changes)
+        new.check()
+        return new
+
+    def check(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        if self.latency_distribution not in DISTRIBUTIONS:
+            raise ValueError(f"latency_distribution must be one of {DISTRIBUTIONS}")
+        for name in (
+            "error_5xx_fraction",
+            "timeout_fraction",
+            "permanent_fraction",
+            "async_failure_fraction",
+            "delivered_fraction",
+            "read_fraction",
+            "webhook_duplicate_fraction",
+        ):
+            value = getattr(self, name)
+            if not 0.0 <= float(value) <= 1.0:
+                raise ValueError(f"{name} must be within [0, 1]")
+        if self.webhook_batch_size < 1 or self.webhook_concurrency < 1:
+            raise ValueError("webhook_batch_size and webhook_concurrency must be >= 1")
+        self.fail_recipients = {_digits(k): int(v) for k, v in self.fail_recipients.items()}
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["app_secret"] = "***" if self.app_secret else ""
+        return data
+
+
+@dataclass
+class NumberSpec:
+    """A registered business phone number and its throughput."""
+
+    phone_number_id: str
+    access_token: str
+    rate: float = 80.0  # messages per second
+    burst: float | None = None  # bucket size; None = one second's worth
+    display_phone_number: str = ""
+    waba_id: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> NumberSpec:
+        names = {f.name for f in dataclasses.fields(cls)}
+        spec = cls(**{k: v for k, v in data.items() if k in names})
+        spec.phone_number_id = str(spec.phone_number_id)
+        if spec.rate <= 0:
+            raise ValueError("rate must be positive")
+        return spec
+
+    @property
+    def bucket_size(self) -> float:
+        return float(self.burst) if self.burst else max(1.0, float(self.rate))
+
+
+@dataclass
+class ButtonSpec:
+    index: int
+    sub_type: str  # quick_reply | url
+    dynamic: bool  # a URL button whose url has a {{1}} suffix
+
+
+@dataclass
+class TemplateSpec:
+    """A template as Meta holds it (``components`` in Meta's shape) plus what a send needs."""
+
+    name: str
+    language: str
+    components: list[dict[str, Any]]
+    status: str = "APPROVED"
+    category: str = "MARKETING"
+    id: str = ""
+    parameter_format: str = "POSITIONAL"
+    waba_id: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TemplateSpec:
+        """Meta's shape (``components``) or the shorthand of ``shorthand_components``."""
+        data = dict(data)
+        if "components" not in data:
+            data["components"] = shorthand_components(
+                body_params=data.pop("body_params", 0),
+                header=data.pop("header", None),
+                buttons=data.pop("buttons", None) or [],
+            )
+        names = {f.name for f in dataclasses.fields(cls)}
+        spec = cls(**{k: v for k, v in data.items() if k in names})
+        if any(_PLACEHOLDER.search(c.get("text", "")) and not _is_positional(c) for c in spec.body):
+            spec.parameter_format = "NAMED"
+        return spec
+
+    @property
+    def body(self) -> list[dict[str, Any]]:
+        return [c for c in self.components if c.get("type", "").upper() == "BODY"]
+
+    def header_format(self) -> str | None:
+        """None (no header parameter), ``text``, ``image``, ``video`` or ``document``."""
+        for component in self.components:
+            if component.get("type", "").upper() != "HEADER":
+                continue
+            fmt = str(component.get("format", "TEXT")).lower()
+            if fmt == "text":
+                return "text" if _PLACEHOLDER.search(component.get("text", "")) else None
+            return fmt
+        return None
+
+    def body_placeholders(self) -> list[str]:
+        """Placeholder names in order: ``["1", "2"]`` or ``["first_name"]``."""
+        found: list[str] = []
+        for component in self.body:
+            for name in _PLACEHOLDER.findall(component.get("text", "")):
+                if name not in found:
+                    found.append(name)
+        return found
+
+    def buttons(self) -> list[ButtonSpec]:
+        specs: list[ButtonSpec] = []
+        for component in self.components:
+            if component.get("type", "").upper() != "BUTTONS":
+                continue
+            for index, button in enumerate(component.get("buttons", [])):
+                kind = str(button.get("type", "")).lower()
+                dynamic = kind == "url" and bool(_PLACEHOLDER.search(button.get("url", "")))
+                specs.append(ButtonSpec(index=index, sub_type=kind, dynamic=dynamic))
+        return specs
+
+    def as_graph(self) -> dict[str, Any]:
+        """The template as ``GET /{waba_id}/message_templates`` lists it."""
+        return {
+            "name": self.name,
+            "parameter_format": self.parameter_format,
+            "components": self.components,
+            "language": self.language,
+            "status": self.status,
+            "category": self.category,
+            "id": self.id,
+        }
+
+
+def shorthand_components(
+    *, body_params: int | list[str], header: str | None, buttons: list[Any]
+) -> list[dict[str, Any]]:
+    """Meta components from ``body_params`` (count or names), ``header`` and ``buttons``.
+
+    ``header``: None, ``"text"`` (one text parameter), ``"image"``, ``"video"`` or
+    ``"document"``; ``buttons``: ``"quick_reply"`` / ``"url"`` (with a dynamic suffix) or
+    ``{"sub_type": ...}`` dicts.
+    """
+    components: list[dict[str, Any]] = []
+    if header == "text":
+        components.append({"type": "HEADER", "format": "TEXT", "text": "Hello {{1}}"})
+    elif header:
+        components.append({"type": "HEADER", "format": header.upper()})
+    if isinstance(body_params, int):
+        names = [str(i) for i in range(1, body_params + 1)]
+    else:
+        names = list(body_params)
+    text = " ".join("{{" + name + "}}" for name in names) or "Hello"
+    components.append({"type": "BODY", "text": f"Message: {text}"})
+    rendered = []
+    for button in buttons:
+        sub_type = button if isinstance(button, str) else button["sub_type"]
+        if sub_type == "url":
+            rendered.append({"type": "URL", "text": "Open", "url": "https://example.com/{{1}}"})
+        else:
+            rendered.append({"type": "QUICK_REPLY", "text": "Stop promotions"})
+    if rendered:
+        components.append({"type": "BUTTONS", "buttons": rendered})
+    return components
+
+
+def _is_positional(component: dict[str, Any]) -> bool:
+    return all(name.isdigit() for name in _PLACEHOLDER.findall(component.get("text", "")))
+
+
+def _digits(phone: str) -> str:
+    return "".join(ch for ch in str(phone) if ch.isdigit())

@@ -1,0 +1,293 @@
+"""The simulator's state and its decision for each send request (no HTTP here)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from delivery.simulator import errors
+from delivery.simulator.config import NumberSpec, SimConfig, TemplateSpec
+from delivery.simulator.limits import PairLimiter, ReachWindow, TokenBucket
+from delivery.simulator.records import (
+    ACCEPTED,
+    ACCEPTED_HELD,
+    ACCEPTED_LATE_FAIL,
+    Recorder,
+    wamid_for,
+)
+from delivery.simulator.validate import Invalid, check_shape, check_template
+from delivery.simulator.webhooks import SentMessage, WebhookDispatcher
+
+
+@dataclass
+class _Request:
+    seq: int
+    mono: float
+    wall: float
+    phone_number_id: str
+    raw: bytes
+    to: str = ""
+    template: str | None = None
+    callback: str | None = None
+
+
+@dataclass
+class Reply:
+    """What to answer: status and body, after ``delay_s`` seconds."""
+
+    status: int
+    body: bytes
+    delay_s: float
+    outcome: str
+
+
+class Simulator:
+    def __init__(self, config: SimConfig | None = None) -> None:
+        self.config = config or SimConfig()
+        self.config.check()
+        # Faults are simulation, not security: a seedable generator keeps tests reproducible.
+        self.rng = random.Random(self.config.seed)  # noqa: S311
+        self.numbers: dict[str, NumberSpec] = {}
+        self.templates: dict[tuple[str, str], TemplateSpec] = {}
+        self.webhooks = WebhookDispatcher(self.config, self.rng)
+        self._fresh_state()
+
+    def _fresh_state(self) -> None:
+        cfg = self.config
+        self.recorder = Recorder(record_cap=cfg.record_cap, body_cap=cfg.body_cap)
+        self.buckets: dict[str, TokenBucket] = {}
+        self.pairs = PairLimiter()
+        self.reach: dict[str, ReachWindow] = {}
+        self.in_flight = 0
+        self.over_limit = 0
+
+    # --- control ------------------------------------------------------------------------
+
+    def configure(self, changes: dict[str, Any]) -> dict[str, Any]:
+        self.config = self.config.updated(changes)
+        if "seed" in changes:
+            self.rng.seed(self.config.seed)
+        self.webhooks.reconfigure(self.config)
+        self.recorder.record_cap = self.config.record_cap
+        return self.config.as_dict()
+
+    def reset(self, *, numbers: bool = False, templates: bool = False) -> None:
+        """Forget records, counts and limiter state (and registrations when asked)."""
+        self._fresh_state()
+        self.webhooks.reset_counts()
+        if numbers:
+            self.numbers.clear()
+        if templates:
+            self.templates.clear()
+
+    def add_number(self, data: dict[str, Any]) -> NumberSpec:
+        spec = NumberSpec.from_dict(data)
+        self.numbers[spec.phone_number_id] = spec
+        self.buckets.pop(spec.phone_number_id, None)
+        return spec
+
+    def add_template(self, data: dict[str, Any]) -> TemplateSpec:
+        spec = TemplateSpec.from_dict(data)
+        if not spec.id:
+            spec.id = str(1_000_000_000_000_000 + len(self.templates) + 1)
+        self.templates[(spec.name, spec.language)] = spec
+        return spec
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **self.recorder.stats(),
+            "in_flight": self.in_flight,
+            "messaging_limit_exceeded": self.over_limit,
+            "webhooks": self.webhooks.stats(),
+            "numbers": sorted(self.numbers),
+            "templates": len(self.templates),
+        }
+
+    async def webhooks_idle(self, timeout_s: float) -> bool:
+        """True once no status is waiting to be delivered (or the timeout passed first)."""
+        deadline = time.monotonic() + timeout_s
+        while self.webhooks.pending > 0:
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    def templates_for(self, waba_id: str) -> list[TemplateSpec]:
+        default = self.config.waba_id
+        return [t for t in self.templates.values() if (t.waba_id or default) == waba_id]
+
+    # --- the send endpoint --------------------------------------------------------------
+
+    def handle_send(self, *, phone_number_id: str, authorization: str, raw: bytes) -> Reply:
+        """Decide one send: validate like Meta, apply limits and faults, record, answer."""
+        cfg = self.config
+        req = _Request(
+            self.recorder.next_seq(), time.monotonic(), time.time(), phone_number_id, raw
+        )
+        token = authorization[7:].strip() if authorization[:7].lower() == "bearer " else ""
+        number = self.numbers.get(phone_number_id)
+        if number is None and cfg.auto_register and token:
+            number = self.add_number(
+                {
+                    "phone_number_id": phone_number_id,
+                    "access_token": token,
+                    "rate": cfg.default_rate,
+                }
+            )
+        if not token or (number is not None and token != number.access_token):
+            return self._reply(req, *errors.auth_error(), "190")
+        if number is None:
+            return self._reply(req, *errors.unknown_object_error(phone_number_id), "100")
+        template = None
+        try:
+            body = _json(raw)
+            check_shape(body)
+            req.to = body["to"]
+            req.callback = body.get("biz_opaque_callback_data")
+            if body.get("type") == "template":
+                req.template = body["template"]["name"]
+                template = self._template(body)
+                check_template(body, template)
+        except Invalid as exc:
+            return self._reply(req, *errors.graph_error(exc.code, exc.details), str(exc.code))
+        code, held, late_fail = self._decide(number, _digits(req.to), req.mono)
+        if code is not None:
+            return self._reply(req, *errors.graph_error(code), str(code))
+        wamid = wamid_for(req.seq, req.to)
+        self.webhooks.schedule(
+            SentMessage(
+                phone_number_id=phone_number_id,
+                display_phone_number=number.display_phone_number or _digits(phone_number_id),
+                waba_id=number.waba_id or cfg.waba_id,
+                wamid=wamid,
+                recipient_id=_digits(req.to),
+                callback_data=req.callback,
+                category=(template.category.lower() if template else "service"),
+                accepted_at=req.wall,
+            ),
+            failure_code=late_fail,
+        )
+        outcome = ACCEPTED_HELD if held else ACCEPTED_LATE_FAIL if late_fail else ACCEPTED
+        reply = self._reply(req, 200, _success(req.to, wamid, template is not None), outcome)
+        if held:
+            reply.delay_s = cfg.timeout_hold_s
+        return reply
+
+    def _template(self, body: dict[str, Any]) -> TemplateSpec:
+        name = body["template"]["name"]
+        language = body["template"]["language"]["code"]
+        template = self.templates.get((name, language))
+        if template is None or template.status in ("PENDING", "REJECTED", "DELETED"):
+            raise Invalid(132001, f"template name ({name}) does not exist in {language}")
+        if template.status == "PAUSED":
+            raise Invalid(132015, f"template {name} is paused")
+        if template.status == "DISABLED":
+            raise Invalid(132016, f"template {name} is disabled")
+        return template
+
+    def _decide(
+        self, number: NumberSpec, recipient: str, now: float
+    ) -> tuple[int | None, bool, int | None]:
+        """(sync error code or None, answer held past the timeout, async failure code)."""
+        cfg = self.config
+        rng = self.rng
+        if cfg.mode == "all_5xx":
+            return self._five_xx(), False, None
+        if cfg.mode == "all_throttle":
+            return 130429, False, None
+        bucket = self.buckets.get(number.phone_number_id)
+        if bucket is None:
+            bucket = TokenBucket(number.rate, number.bucket_size, now)
+            self.buckets[number.phone_number_id] = bucket
+        if not bucket.take(now):
+            return 130429, False, None
+        if cfg.error_5xx_fraction and rng.random() < cfg.error_5xx_fraction:
+            return self._five_xx(), False, None
+        fixed = cfg.fail_recipients.get(recipient)
+        if fixed is not None:
+            return fixed, False, None
+        if cfg.permanent_fraction and rng.random() < cfg.permanent_fraction:
+            return cfg.permanent_code, False, None
+        if cfg.pair_limit_enabled and not self.pairs.take(
+            (number.phone_number_id, recipient),
+            rate=cfg.pair_rate_per_s,
+            burst=cfg.pair_burst,
+            now=now,
+        ):
+            return 131056, False, None
+        late_fail = None
+        if cfg.messaging_limit is not None:
+            window = self.reach.setdefault(number.phone_number_id, ReachWindow())
+            if not window.admit(
+                recipient, limit=cfg.messaging_limit, window_s=cfg.messaging_limit_window_s, now=now
+            ):
+                self.over_limit += 1
+                if cfg.over_limit_sync:
+                    return cfg.over_limit_code, False, None
+                late_fail = cfg.over_limit_code
+        if late_fail is None and cfg.async_failure_fraction:
+            if rng.random() < cfg.async_failure_fraction:
+                late_fail = cfg.async_failure_code
+        held = cfg.mode == "all_timeout" or (
+            cfg.timeout_fraction > 0 and rng.random() < cfg.timeout_fraction
+        )
+        return None, held, late_fail
+
+    def _five_xx(self) -> int:
+        return 131000 if self.rng.random() < 0.5 else 2
+
+    def _reply(self, req: _Request, status: int, payload: bytes, outcome: str) -> Reply:
+        self.recorder.add(
+            seq=req.seq,
+            mono=req.mono,
+            wall=req.wall,
+            phone_number_id=req.phone_number_id,
+            to=req.to,
+            template=req.template,
+            outcome=outcome,
+            callback_data=req.callback,
+            body=req.raw,
+        )
+        return Reply(status=status, body=payload, delay_s=self.latency_s(), outcome=outcome)
+
+    def latency_s(self) -> float:
+        cfg = self.config
+        if not cfg.latency_ms and not cfg.jitter_ms:
+            return 0.0
+        if cfg.latency_distribution == "normal":
+            ms = self.rng.gauss(cfg.latency_ms, cfg.jitter_ms)
+        else:
+            ms = cfg.latency_ms + self.rng.uniform(-cfg.jitter_ms, cfg.jitter_ms)
+        return max(0.0, ms) / 1000.0
+
+
+def _success(to: str, wamid: str, is_template: bool) -> bytes:
+    message: dict[str, Any] = {"id": wamid}
+    if is_template:
+        message["message_status"] = "accepted"
+    return _dumps(
+        {
+            "messaging_product": "whatsapp",
+            "contacts": [{"input": to, "wa_id": _digits(to)}],
+            "messages": [message],
+        }
+    )
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise Invalid(100, "The request body is not valid JSON.") from exc
+
+
+def _dumps(data: Any) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+def _digits(phone: str) -> str:
+    return "".join(ch for ch in str(phone) if ch.isdigit())

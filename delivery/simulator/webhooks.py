@@ -1,0 +1,263 @@
+"""Status webhooks: scheduled after accepted sends, batched, signed, retried until 200.
+
+Nothing here runs on the send path: a send only schedules timers; a batcher task and a
+bounded number of POSTs in flight do the rest on the same event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import logging
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from delivery.simulator.config import SimConfig
+from delivery.simulator.errors import webhook_error
+
+logger = logging.getLogger(__name__)
+
+# Meta signs the payload with these characters escaped; receivers that re-serialise the
+# JSON before hashing get a mismatch, as they would with Meta.
+_ESCAPES = {"/": "\\/", "<": "\\u003C", "%": "\\u0025", "@": "\\u0040"}
+
+
+def meta_json(payload: dict[str, Any]) -> bytes:
+    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=True)
+    for char, escaped in _ESCAPES.items():
+        text = text.replace(char, escaped)
+    return text.encode()
+
+
+def signature(app_secret: str, body: bytes) -> str:
+    digest = hmac.new(app_secret.encode(), body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+@dataclass
+class SentMessage:
+    phone_number_id: str
+    display_phone_number: str
+    waba_id: str
+    wamid: str
+    recipient_id: str
+    callback_data: str | None
+    category: str  # pricing category: marketing, utility, authentication, service
+    accepted_at: float  # wall time
+
+
+class WebhookDispatcher:
+    def __init__(self, config: SimConfig, rng: random.Random) -> None:
+        self.config = config
+        self.rng = rng
+        self.queue: asyncio.Queue[tuple[SentMessage, dict[str, Any]]] = asyncio.Queue()
+        self.counts: Counter[str] = Counter()
+        self.pending = 0  # statuses scheduled or queued but not yet acknowledged (or dropped)
+        self.session: aiohttp.ClientSession | None = None
+        self.batcher: asyncio.Task[None] | None = None
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.timers: set[asyncio.TimerHandle] = set()
+        self.semaphore = asyncio.Semaphore(config.webhook_concurrency)
+
+    async def start(self) -> None:
+        self.session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=self.config.webhook_timeout_s),
+            connector=aiohttp.TCPConnector(limit=64),
+        )
+        self.batcher = asyncio.create_task(self._batch_loop())
+
+    async def stop(self) -> None:
+        for timer in self.timers:
+            timer.cancel()
+        tasks = [*self.tasks, *([self.batcher] if self.batcher else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.session is not None:
+            await self.session.close()
+
+    def reconfigure(self, config: SimConfig) -> None:
+        if config.webhook_concurrency != self.config.webhook_concurrency:
+            self.semaphore = asyncio.Semaphore(config.webhook_concurrency)
+        self.config = config
+
+    def reset_counts(self) -> None:
+        self.counts.clear()
+
+    # --- scheduling ---------------------------------------------------------------------
+
+    def schedule(self, message: SentMessage, *, failure_code: int | None) -> None:
+        """Plan the statuses of one accepted send (nothing if no callback URL is set)."""
+        cfg = self.config
+        if not cfg.callback_url:
+            return
+        if failure_code is not None:
+            plan = [("failed", cfg.sent_delay_ms)]
+        else:
+            plan = [("sent", cfg.sent_delay_ms)]
+            delivered = self.rng.random() < cfg.delivered_fraction
+            if delivered:
+                plan.append(("delivered", cfg.delivered_delay_ms))
+            if self.rng.random() < cfg.read_fraction:
+                plan.append(("read", cfg.read_delay_ms))
+        delays = [delay + self.rng.uniform(0, cfg.webhook_jitter_ms) for _, delay in plan]
+        if cfg.webhook_out_of_order:
+            self.rng.shuffle(delays)
+        priced = {"sent", "delivered"} if len(plan) > 1 and plan[1][0] == "delivered" else None
+        for (status, _), delay in zip(plan, delays, strict=True):
+            has_price = priced is None or status in priced
+            item = self._status(message, status, delay, failure_code, has_price)
+            self._later(delay / 1000.0, message, item)
+            if self.rng.random() < cfg.webhook_duplicate_fraction:
+                self._later((delay + self.rng.uniform(0, 200)) / 1000.0, message, item)
+
+    def _later(self, delay_s: float, message: SentMessage, item: dict[str, Any]) -> None:
+        self.pending += 1
+        self.counts["scheduled"] += 1
+        loop = asyncio.get_running_loop()
+        timer: asyncio.TimerHandle
+
+        def fire() -> None:
+            self.timers.discard(timer)
+            self.queue.put_nowait((message, item))
+
+        timer = loop.call_later(max(0.0, delay_s), fire)
+        self.timers.add(timer)
+
+    def _status(
+        self,
+        message: SentMessage,
+        status: str,
+        delay_ms: float,
+        failure_code: int | None,
+        has_price: bool,
+    ) -> dict[str, Any]:
+        stamp = int(message.accepted_at + delay_ms / 1000.0)
+        item: dict[str, Any] = {
+            "id": message.wamid,
+            "status": status,
+            "timestamp": str(stamp),
+            "recipient_id": message.recipient_id,
+        }
+        if message.callback_data:
+            item["biz_opaque_callback_data"] = message.callback_data
+        if status == "failed":
+            item["errors"] = [webhook_error(failure_code or 131026)]
+            return item
+        if has_price and status in ("sent", "delivered", "read"):
+            if self.config.webhook_conversation:
+                conversation: dict[str, Any] = {
+                    "id": _conversation_id(message),
+                    "origin": {"type": message.category},
+                }
+                if status == "sent":
+                    conversation["expiration_timestamp"] = str(int(message.accepted_at) + 86400)
+                item["conversation"] = conversation
+            item["pricing"] = {
+                "billable": True,
+                "pricing_model": "PMP",
+                "type": "regular",
+                "category": message.category,
+            }
+        return item
+
+    # --- delivery -----------------------------------------------------------------------
+
+    async def _batch_loop(self) -> None:
+        while True:
+            batch = [await self.queue.get()]
+            size = self.config.webhook_batch_size
+            deadline = time.monotonic() + self.config.webhook_batch_wait_ms / 1000.0
+            while len(batch) < size:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    batch.append(await asyncio.wait_for(self.queue.get(), remaining))
+                except TimeoutError:
+                    break
+            if self.config.webhook_out_of_order:
+                self.rng.shuffle(batch)
+            body = meta_json(_envelope(batch))
+            self._spawn(self._post(body, len(batch), attempt=0))
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _post(self, body: bytes, n: int, *, attempt: int) -> None:
+        cfg = self.config
+        headers = {
+            "Content-Type": "application/json",
+            "X-Hub-Signature-256": signature(cfg.app_secret, body),
+        }
+        ok = False
+        assert self.session is not None
+        async with self.semaphore:
+            try:
+                async with self.session.post(
+                    str(cfg.callback_url), data=body, headers=headers
+                ) as r:
+                    await r.read()
+                    ok = r.status == 200
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                logger.debug("webhook post failed: %s", exc)
+        self.counts["posts"] += 1
+        if ok:
+            self.counts["posts_ok"] += 1
+            self.counts["statuses_delivered"] += n
+            self.pending -= n
+            return
+        self.counts["posts_failed"] += 1
+        if attempt >= cfg.webhook_retry_max:
+            self.counts["statuses_dropped"] += n
+            self.pending -= n
+            return
+        self.counts["retries"] += 1
+        delay = min(cfg.webhook_retry_cap_s, cfg.webhook_retry_base_s * 2**attempt)
+        await asyncio.sleep(delay)
+        await self._post(body, n, attempt=attempt + 1)
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.counts, "pending": self.pending}
+
+
+def _envelope(batch: list[tuple[SentMessage, dict[str, Any]]]) -> dict[str, Any]:
+    """Meta's envelope: one entry per WABA, one change per phone number."""
+    entries: dict[str, dict[str, dict[str, Any]]] = {}
+    for message, item in batch:
+        changes = entries.setdefault(message.waba_id, {})
+        change = changes.get(message.phone_number_id)
+        if change is None:
+            change = changes[message.phone_number_id] = {
+                "field": "messages",
+                "value": {
+                    "messaging_product": "whatsapp",
+                    "metadata": {
+                        "display_phone_number": message.display_phone_number,
+                        "phone_number_id": message.phone_number_id,
+                    },
+                    "statuses": [],
+                },
+            }
+        change["value"]["statuses"].append(item)
+    return {
+        "object": "whatsapp_business_account",
+        "entry": [
+            {"id": waba_id, "changes": list(changes.values())}
+            for waba_id, changes in entries.items()
+        ],
+    }
+
+
+def _conversation_id(message: SentMessage) -> str:
+    key = f"{message.phone_number_id}:{message.recipient_id}".encode()
+    return hashlib.blake2b(key, digest_size=16).hexdigest()
