@@ -33,7 +33,8 @@ def error(code: int, http: int = 400, reached: bool = True) -> ApiError:
     return ApiError(http, code, None, f"title {code}", f"details {code}", None, reached, 0.1)
 
 
-def record(claimed, result, policy=RetryPolicy(max_attempts=3)):
+def record(claimed, result, policy=None):
+    policy = policy or RetryPolicy(max_attempts=3)
     effects = Effects()
     settlement = settle(
         message=claimed,
