@@ -20,3 +20,7 @@ def redis_conn() -> Iterator[redis.Redis]:
     conn.flushdb()
     yield conn
     conn.flushdb()
+
+
+# The Cloud API simulator fixtures (`simulator`, `webhook_receiver`).
+pytest_plugins = ["tests.simulator_fixtures"]
