@@ -35,11 +35,11 @@ class PairLimiter:
         self.last_sweep = 0.0
 
     def take(self, key: tuple[str, str], *, rate: float, burst: float, now: float) -> bool:
+        if now - self.last_sweep > 30.0:
+            self.sweep(now)
         bucket = self.buckets.get(key)
         if bucket is None:
             bucket = self.buckets[key] = TokenBucket(rate, max(1.0, burst), now)
-        if now - self.last_sweep > 30.0:
-            self.sweep(now)
         return bucket.take(now)
 
     def sweep(self, now: float) -> None:
