@@ -97,7 +97,7 @@ def webhook_receiver() -> Iterator[WebhookReceiver]:
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     receiver.url = f"http://127.0.0.1:{server.server_address[1]}/webhooks/whatsapp"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield receiver
     server.shutdown()

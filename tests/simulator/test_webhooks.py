@@ -1,0 +1,199 @@
+"""Status webhooks: Meta's payload, signatures over the raw bytes, batching, order, retries."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections import Counter
+from typing import Any
+
+from tests.simulator.helpers import post, template_body
+from tests.simulator_fixtures import SIM_APP_SECRET, SIM_DISPLAY_NUMBER, SIM_PHONE_NUMBER_ID
+
+
+def statuses(receiver) -> list[dict[str, Any]]:
+    found = []
+    for received in receiver.received:
+        payload = json.loads(received.body)
+        for entry in payload["entry"]:
+            for change in entry["changes"]:
+                found.extend(change["value"]["statuses"])
+    return found
+
+
+def send_and_settle(simulator, receiver, n: int = 1, **config: Any) -> list[str]:
+    simulator.configure(callback_url=receiver.url, **config)
+    wamids = []
+    for i in range(n):
+        response = post(simulator.url, template_body(to=f"+1650555{i:04d}", callback=f"wb:{i}"))
+        assert response.ok, response.text
+        wamids.append(response.json()["messages"][0]["id"])
+    assert simulator.wait_webhooks_idle(10)
+    return wamids
+
+
+def test_signature_verifies_over_the_exact_raw_bytes(simulator, webhook_receiver) -> None:
+    send_and_settle(simulator, webhook_receiver, n=3, read_fraction=1.0)
+
+    assert len(webhook_receiver.received) == 9
+    for received in webhook_receiver.received:
+        header = received.headers["X-Hub-Signature-256"]
+        expected = hmac.new(SIM_APP_SECRET.encode(), received.body, hashlib.sha256).hexdigest()
+        assert header.startswith("sha256=")
+        assert hmac.compare_digest(header.removeprefix("sha256="), expected)
+        wrong = hmac.new(b"other-secret", received.body, hashlib.sha256).hexdigest()
+        assert header.removeprefix("sha256=") != wrong
+
+
+def test_payload_escapes_like_meta_so_reserialising_breaks_the_signature(
+    simulator, webhook_receiver
+) -> None:
+    simulator.configure(callback_url=webhook_receiver.url, read_fraction=0, delivered_fraction=0)
+    post(simulator.url, template_body(callback="user@example.com/é<%"))
+    assert simulator.wait_webhooks_idle(5)
+
+    [received] = webhook_receiver.received
+    assert b"\\u0040" in received.body and b"\\/" in received.body
+    assert b"\\u003C" in received.body and b"\\u0025" in received.body
+    [status] = statuses(webhook_receiver)
+    assert status["biz_opaque_callback_data"] == "user@example.com/é<%"
+    reserialised = json.dumps(json.loads(received.body)).encode()
+    digest = hmac.new(SIM_APP_SECRET.encode(), reserialised, hashlib.sha256).hexdigest()
+    assert "sha256=" + digest != received.headers["X-Hub-Signature-256"]
+
+
+def test_sent_delivered_read_in_meta_shape(simulator, webhook_receiver) -> None:
+    [wamid] = send_and_settle(simulator, webhook_receiver, read_fraction=1.0)
+
+    bodies = [json.loads(r.body) for r in webhook_receiver.received]
+    for body in bodies:
+        assert body["object"] == "whatsapp_business_account"
+        [entry] = body["entry"]
+        assert entry["id"] == "102290129340398"
+        [change] = entry["changes"]
+        assert change["field"] == "messages"
+        assert change["value"]["messaging_product"] == "whatsapp"
+        assert change["value"]["metadata"] == {
+            "display_phone_number": SIM_DISPLAY_NUMBER,
+            "phone_number_id": SIM_PHONE_NUMBER_ID,
+        }
+    by_status = {s["status"]: s for s in statuses(webhook_receiver)}
+    assert set(by_status) == {"sent", "delivered", "read"}
+    sent, delivered, read = by_status["sent"], by_status["delivered"], by_status["read"]
+    for status in (sent, delivered, read):
+        assert status["id"] == wamid
+        assert status["recipient_id"] == "16505550000"
+        assert status["biz_opaque_callback_data"] == "wb:0"
+        assert status["timestamp"].isdigit()
+    assert sent["pricing"] == {
+        "billable": True,
+        "pricing_model": "PMP",
+        "type": "regular",
+        "category": "marketing",
+    }
+    assert sent["conversation"]["origin"] == {"type": "marketing"}
+    assert sent["conversation"]["expiration_timestamp"].isdigit()
+    assert "pricing" in delivered and "expiration_timestamp" not in delivered["conversation"]
+    assert "pricing" not in read and "conversation" not in read
+
+
+def test_async_failure_sends_failed_with_errors_array(simulator, webhook_receiver) -> None:
+    [wamid] = send_and_settle(
+        simulator, webhook_receiver, async_failure_fraction=1.0, async_failure_code=131049
+    )
+
+    [failed] = statuses(webhook_receiver)
+    assert failed["status"] == "failed" and failed["id"] == wamid
+    [error] = failed["errors"]
+    assert error["code"] == 131049
+    assert error["title"] == error["message"]
+    assert error["error_data"]["details"]
+    assert error["href"].endswith("error-codes")
+    assert simulator.records()[0]["outcome"] == "accepted_async_failure"
+
+
+def test_batches_several_statuses_per_post(simulator, webhook_receiver) -> None:
+    send_and_settle(
+        simulator,
+        webhook_receiver,
+        n=10,
+        read_fraction=1.0,
+        webhook_batch_size=50,
+        webhook_batch_wait_ms=300,
+    )
+
+    assert len(statuses(webhook_receiver)) == 30
+    assert len(webhook_receiver.received) < 10
+    assert (
+        max(
+            len(json.loads(r.body)["entry"][0]["changes"][0]["value"]["statuses"])
+            for r in webhook_receiver.received
+        )
+        > 1
+    )
+
+
+def test_out_of_order_delivery(simulator, webhook_receiver) -> None:
+    send_and_settle(
+        simulator,
+        webhook_receiver,
+        n=20,
+        read_fraction=1.0,
+        webhook_out_of_order=True,
+        webhook_jitter_ms=30,
+    )
+
+    rank = {"sent": 0, "delivered": 1, "read": 2}
+    arrivals: dict[str, list[int]] = {}
+    for status in statuses(webhook_receiver):
+        arrivals.setdefault(status["id"], []).append(rank[status["status"]])
+    assert len(arrivals) == 20
+    assert any(order != sorted(order) for order in arrivals.values())
+
+
+def test_duplicates(simulator, webhook_receiver) -> None:
+    send_and_settle(
+        simulator, webhook_receiver, n=5, read_fraction=0, webhook_duplicate_fraction=1.0
+    )
+
+    counts = Counter((s["id"], s["status"]) for s in statuses(webhook_receiver))
+    assert len(counts) == 10
+    assert set(counts.values()) == {2}
+
+
+def test_non_200_is_retried_with_the_same_bytes(simulator, webhook_receiver) -> None:
+    webhook_receiver.statuses = [500, 403]
+    send_and_settle(
+        simulator,
+        webhook_receiver,
+        read_fraction=0,
+        delivered_fraction=0,
+        webhook_retry_base_s=0.05,
+    )
+
+    assert len(webhook_receiver.received) == 3
+    assert len({r.body for r in webhook_receiver.received}) == 1
+    stats = simulator.stats()["webhooks"]
+    assert (stats["retries"], stats["posts_ok"], stats["statuses_delivered"]) == (2, 1, 1)
+
+
+def test_gives_up_after_the_last_retry(simulator, webhook_receiver) -> None:
+    webhook_receiver.statuses = [500] * 10
+    send_and_settle(
+        simulator,
+        webhook_receiver,
+        read_fraction=0,
+        delivered_fraction=0,
+        webhook_retry_base_s=0.01,
+        webhook_retry_max=2,
+    )
+
+    assert len(webhook_receiver.received) == 3
+    assert simulator.stats()["webhooks"]["statuses_dropped"] == 1
+
+
+def test_no_callback_url_no_webhooks(simulator, webhook_receiver) -> None:
+    assert post(simulator.url, template_body()).ok
+    assert simulator.wait_webhooks_idle(1)
+    assert webhook_receiver.received == []
