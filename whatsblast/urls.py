@@ -8,5 +8,6 @@ from whatsblast import health
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
+    path("webhooks/", include("webhooks.urls")),
     path("", include("django_prometheus.urls")),
 ]
