@@ -1,0 +1,293 @@
+"""The applier: stored callback events → message statuses, inbound messages, account state.
+
+Runs in RQ (``webhooks.jobs.webhook_apply_job``), never in the request. Each batch is one
+transaction: lock pending events (SKIP LOCKED, so a second applier takes the next ones),
+parse every item, apply statuses with one guarded UPDATE, store the rest, and mark the
+events processed — a crash leaves the events pending and the next run redoes the batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
+from django.utils import timezone
+
+from webhooks.account_events import account_changes_apply, template_changes_apply
+from webhooks.inbound import inbound_store
+from webhooks.models import AsyncError, UnmatchedStatus, WebhookEvent, WebhookEventStatus
+from webhooks.payloads import ParsedBody, PayloadRejected, StatusUpdate, body_parse, json_clean
+from webhooks.services import applier_debounce_clear, applier_schedule
+from webhooks.statuses import message_updates_write, statuses_reduce, statuses_resolve
+from webhooks.unmatched import Retry, unmatched_due_lock, unmatched_settle, unmatched_store
+
+logger = logging.getLogger(__name__)
+
+# Bodies read per batch, whatever the event count: Meta's bodies reach 3 MB, and a batch
+# holds its bodies and their parsed items in memory at once.
+BATCH_MAX_BYTES = 32 * 1024 * 1024
+# Pause after a lock timeout or deadlock before the batch is tried again.
+TRANSIENT_RETRY_DELAY_S = 0.2
+
+
+@dataclass
+class ApplyReport:
+    events: int = 0
+    rejected: int = 0
+    failed: int = 0
+    statuses: int = 0
+    messages_updated: int = 0
+    unmatched_new: int = 0
+    unmatched_retried: int = 0
+    unmatched_matched: int = 0
+    unmatched_reported: int = 0
+    inbound: int = 0
+    opt_outs: int = 0
+    async_errors: int = 0
+    templates_updated: int = 0
+    account_changes: int = 0
+    campaigns_paused: int = 0
+
+    def add(self, other: ApplyReport) -> None:
+        for name, value in asdict(other).items():
+            setattr(self, name, getattr(self, name) + value)
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+    @property
+    def did_work(self) -> bool:
+        return bool(self.events or self.failed or self.unmatched_retried)
+
+
+@dataclass(frozen=True)
+class _Event:
+    id: int
+    received_at: datetime
+    parsed: ParsedBody | None
+    error: str = ""
+
+
+def events_apply_batch(
+    *, limit: int | None = None, event_ids: list[int] | None = None, retry_unmatched: bool = True
+) -> ApplyReport:
+    """Apply one batch of pending events (the oldest ``limit``, or exactly ``event_ids``)."""
+    limit = limit or settings.WEBHOOK_APPLY_BATCH_EVENTS
+    now = timezone.now()
+    with transaction.atomic():
+        events = _events_lock(limit=limit, event_ids=event_ids)
+        retries = unmatched_due_lock(now=now) if retry_unmatched else []
+        if not events and not retries:
+            return ApplyReport()
+        report = ApplyReport(events=len(events), unmatched_retried=len(retries))
+        _statuses_apply(events, retries, now, report)
+        _others_apply(events, now, report)
+        _events_finish(events, now)
+        report.rejected = sum(1 for e in events if e.parsed is None)
+    return report
+
+
+def _events_lock(*, limit: int, event_ids: list[int] | None) -> list[_Event]:
+    """Lock pending events, oldest first, and read as many bodies as the byte budget allows.
+
+    SKIP LOCKED lets a second applier (the sweep next to a debounced job) take the next
+    events instead of waiting; rows locked beyond the byte budget stay pending and are
+    released at commit for the next batch.
+    """
+    scope = "id = ANY(%s::bigint[])" if event_ids is not None else "TRUE"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT id, received_at, octet_length(body) FROM webhooks_webhookevent
+            WHERE status = 'pending' AND {scope}
+            ORDER BY received_at
+            LIMIT %s
+            FOR UPDATE SKIP LOCKED
+            """,  # noqa: S608 - the scope is one of two constant strings
+            [event_ids, limit] if event_ids is not None else [limit],
+        )
+        heads = cursor.fetchall()
+        chosen, total = [], 0
+        for event_id, received_at, size in heads:
+            if chosen and total + size > BATCH_MAX_BYTES:
+                break
+            chosen.append((event_id, received_at))
+            total += size
+        if not chosen:
+            return []
+        cursor.execute(
+            "SELECT id, body FROM webhooks_webhookevent WHERE id = ANY(%s::bigint[])",
+            [[event_id for event_id, _ in chosen]],
+        )
+        bodies = dict(cursor.fetchall())
+    return [_event_parse(event_id, at, bodies[event_id]) for event_id, at in chosen]
+
+
+def _event_parse(event_id: int, received_at: datetime, body: bytes) -> _Event:
+    try:
+        parsed = body_parse(json.loads(bytes(body)))
+    except (ValueError, RecursionError) as exc:  # JSON errors and PayloadRejected
+        reason = str(exc) if isinstance(exc, PayloadRejected) else f"not JSON: {exc}"
+        logger.warning("webhook event %s rejected: %s", event_id, reason[:200])
+        return _Event(event_id, received_at, None, reason[:2000])
+    return _Event(event_id, received_at, parsed)
+
+
+def _statuses_apply(
+    events: list[_Event], retries: list[Retry], now: datetime, report: ApplyReport
+) -> None:
+    # Every status of the batch with its origin: (status, event id, retried row id).
+    items: list[tuple[StatusUpdate, int | None, int | None]] = []
+    for event in events:
+        for status in event.parsed.statuses if event.parsed else ():
+            # A status without a usable timestamp is dated by its event's receipt.
+            if status.timestamp is None:
+                status = replace(status, timestamp=event.received_at)
+            items.append((status, event.id, None))
+    for retry in retries:
+        status = retry.status
+        items.append((replace(status, timestamp=status.timestamp or now), None, retry.row_id))
+    report.statuses = sum(1 for _, _, row_id in items if row_id is None)
+    resolution = statuses_resolve([status for status, _, _ in items])
+    report.messages_updated = message_updates_write(statuses_reduce(resolution.matched))
+    missed = set(resolution.unmatched)
+    new_unmatched = [(items[i][0], items[i][1]) for i in missed if items[i][2] is None]
+    matched_rows = [row for i, (_, _, row) in enumerate(items) if row and i not in missed]
+    missed_rows = [row for i in missed if (row := items[i][2]) is not None]
+    report.unmatched_new = unmatched_store(statuses=new_unmatched, now=now)
+    report.unmatched_matched = len(matched_rows)
+    report.unmatched_reported = unmatched_settle(
+        matched_ids=matched_rows, missed_ids=missed_rows, now=now
+    )
+
+
+def _others_apply(events: list[_Event], now: datetime, report: ApplyReport) -> None:
+    parsed = [(e, e.parsed) for e in events if e.parsed is not None]
+    inbound = inbound_store(
+        items=[(m, e.id) for e, p in parsed for m in p.inbound],
+        fallback_times={e.id: e.received_at for e in events},
+        now=now,
+    )
+    report.inbound, report.opt_outs = inbound.stored, inbound.opt_outs
+    errors = [
+        AsyncError(
+            event_id=e.id,
+            phone_number_id=item.phone_number_id,
+            code=item.code,
+            title=item.title,
+            message=item.message,
+            details=item.details,
+            payload=json_clean(item.raw),
+        )
+        for e, p in parsed
+        for item in p.errors
+    ]
+    if errors:
+        AsyncError.objects.bulk_create(errors)
+        codes = Counter(error.code for error in errors)
+        logger.warning("Meta reported system errors by callback: %s", dict(codes))
+    report.async_errors = len(errors)
+    templates, paused_t = template_changes_apply([t for _, p in parsed for t in p.templates])
+    accounts, paused_a = account_changes_apply([a for _, p in parsed for a in p.accounts])
+    report.templates_updated, report.account_changes = templates, accounts
+    report.campaigns_paused = paused_t + paused_a
+
+
+def _events_finish(events: list[_Event], now: datetime) -> None:
+    """Mark the batch's events done, in the batch's own transaction (one statement)."""
+    ids, statuses, errors, summaries = [], [], [], []
+    for event in events:
+        ids.append(event.id)
+        if event.parsed is None:
+            statuses.append(WebhookEventStatus.REJECTED)
+            errors.append(event.error)
+            summaries.append("{}")
+        else:
+            statuses.append(WebhookEventStatus.PROCESSED)
+            errors.append("")
+            summaries.append(json.dumps(event.parsed.summary()))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            UPDATE webhooks_webhookevent AS e
+            SET status = u.status, error = u.error, summary = u.summary, processed_at = %s
+            FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::jsonb[])
+                AS u(id, status, error, summary)
+            WHERE e.id = u.id
+            """,
+            [now, ids, statuses, errors, summaries],
+        )
+
+
+def events_apply_isolated(*, limit: int | None = None) -> ApplyReport:
+    """Apply pending events one per transaction, marking any that fails as failed.
+
+    The fallback after a batch raised: one bad event (a bug, a value the database refuses)
+    must not hold every event behind it. Unmatched retries are tried one by one as well.
+    """
+    limit = limit or settings.WEBHOOK_APPLY_BATCH_EVENTS
+    report = ApplyReport()
+    ids = WebhookEvent.objects.filter(status=WebhookEventStatus.PENDING).order_by("received_at")
+    for event_id in ids.values_list("id", flat=True)[:limit]:
+        try:
+            report.add(events_apply_batch(event_ids=[event_id], retry_unmatched=False))
+        except OperationalError:
+            raise
+        except Exception as exc:
+            logger.exception("webhook event %s failed to apply", event_id)
+            WebhookEvent.objects.filter(id=event_id, status=WebhookEventStatus.PENDING).update(
+                status=WebhookEventStatus.FAILED,
+                error=repr(exc)[:2000],
+                processed_at=timezone.now(),
+            )
+            report.failed += 1
+    try:
+        report.add(events_apply_batch(event_ids=[], retry_unmatched=True))
+    except OperationalError:
+        raise
+    except Exception:
+        # The retries themselves fail: report them now rather than retry them forever.
+        logger.exception("unmatched status retries failed; reporting them")
+        due = UnmatchedStatus.objects.filter(
+            reported_at__isnull=True, next_try_at__lte=timezone.now()
+        )
+        report.unmatched_reported += due.update(reported_at=timezone.now())
+    return report
+
+
+def events_drain(
+    *, budget_seconds: float | None = None, batch_events: int | None = None
+) -> ApplyReport:
+    """Apply batches until no pending event remains or the time budget is spent.
+
+    The debounce key is cleared first, so an event stored from now on schedules a new job
+    and none is left waiting for the sweep. A drain cut short by its budget schedules its
+    own continuation.
+    """
+    budget = settings.WEBHOOK_APPLY_BUDGET_SECONDS if budget_seconds is None else budget_seconds
+    deadline = time.monotonic() + budget
+    applier_debounce_clear()
+    total = ApplyReport()
+    while time.monotonic() < deadline:
+        try:
+            report = events_apply_batch(limit=batch_events)
+        except OperationalError as exc:
+            # Lock timeout, deadlock, a dropped connection: the batch rolled back whole.
+            logger.warning("webhook batch rolled back (%s); retrying", exc)
+            connection.close_if_unusable_or_obsolete()
+            time.sleep(TRANSIENT_RETRY_DELAY_S)
+            continue
+        except Exception:
+            logger.exception("webhook batch failed; applying its events one by one")
+            report = events_apply_isolated(limit=batch_events)
+        total.add(report)
+        if not report.did_work:
+            return total
+    applier_schedule()
+    return total

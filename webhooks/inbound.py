@@ -1,0 +1,187 @@
+"""Inbound messages: stored once, counted as replies, and opt-outs honoured."""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import connection
+
+from campaigns.models import Contact, PhoneNumber
+from delivery.models import Message, MessageKind, MessageStatus
+from webhooks.models import InboundMessage
+from webhooks.payloads import Inbound, json_clean
+
+logger = logging.getLogger(__name__)
+
+OPT_OUT_SKIP_REASON = "opted out by reply"
+# Punctuation around a lone keyword ("Stop!", "¡PARAR!") does not change what it means.
+_EDGE_PUNCTUATION = ".,;:!?¡¿'\"()[]*-_ "
+_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+@dataclass(frozen=True)
+class InboundReport:
+    stored: int
+    opt_outs: int
+
+
+def keyword_normalise(text: str) -> str:
+    """Case-, accent- and spacing-insensitive form: ``" Arrêter! "`` → ``"arreter"``."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _SEPARATORS.sub(" ", bare.casefold().strip(_EDGE_PUNCTUATION)).strip()
+
+
+def opt_out_keywords() -> frozenset[str]:
+    return frozenset(keyword_normalise(k) for k in settings.OPT_OUT_KEYWORDS)
+
+
+def is_opt_out(inbound: Inbound, keywords: frozenset[str]) -> bool:
+    """The whole message is a stop keyword, or a button whose payload or text is one."""
+    candidates = [inbound.text]
+    if inbound.button_payload:
+        candidates.append(inbound.button_payload)
+    return any(keyword_normalise(c) in keywords for c in candidates if c)
+
+
+def inbound_store(
+    *, items: Sequence[tuple[Inbound, int]], fallback_times: dict[int, datetime], now: datetime
+) -> InboundReport:
+    """Store inbound messages (once per wamid), link them, and apply opt-outs.
+
+    ``items`` pairs each message with its event id; a message without a timestamp takes
+    its event's receipt time from ``fallback_times``.
+    """
+    unique: dict[str, Inbound] = {}
+    sent_times: dict[str, datetime] = {}
+    for inbound, event_id in items:
+        if inbound.wamid not in unique:
+            unique[inbound.wamid] = inbound
+            sent_times[inbound.wamid] = inbound.timestamp or fallback_times.get(event_id, now)
+    if not unique:
+        return InboundReport(0, 0)
+    messages = list(unique.values())
+    numbers = dict(
+        PhoneNumber.objects.filter(
+            phone_number_id__in={m.phone_number_id for m in messages}
+        ).values_list("phone_number_id", "id")
+    )
+    contacts = {
+        c.phone: c for c in Contact.objects.filter(phone__in={m.from_phone for m in messages})
+    }
+    campaigns = _last_campaigns(c.id for c in contacts.values())
+    keywords = opt_out_keywords()
+    rows = []
+    opting_out: dict[int, datetime] = {}
+    for m in messages:
+        contact = contacts.get(m.from_phone)
+        number_id = numbers.get(m.phone_number_id)
+        opt_out = is_opt_out(m, keywords)
+        if opt_out and contact is not None:
+            said_at = sent_times[m.wamid]
+            opting_out[contact.id] = max(said_at, opting_out.get(contact.id, said_at))
+        rows.append(
+            InboundMessage(
+                wamid=m.wamid,
+                from_phone=m.from_phone,
+                type=m.type,
+                text=m.text,
+                button_payload=m.button_payload,
+                profile_name=m.profile_name,
+                sent_at=sent_times[m.wamid],
+                phone_number_id=number_id,
+                contact=contact,
+                campaign_id=_campaign_for(campaigns, contact, number_id),
+                is_opt_out=opt_out,
+                payload=json_clean(m.raw),
+            )
+        )
+    stored = _insert_new(rows)
+    opted = _contacts_opt_out(contacts, opting_out, now)
+    return InboundReport(stored, opted)
+
+
+def _insert_new(rows: list[InboundMessage]) -> int:
+    # Meta redelivers: the wamid is unique, so a message seen before is not stored again.
+    before = InboundMessage.objects.filter(wamid__in=[r.wamid for r in rows]).count()
+    InboundMessage.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows) - before
+
+
+def _last_campaigns(contact_ids: Iterable[int]) -> dict[int, list[tuple[int, int]]]:
+    """Per contact, the campaigns that messaged them, latest first, as (number, campaign).
+
+    Looked up through ``contact_id`` (indexed as a foreign key) rather than ``to``, which
+    has no index of its own; one row per (contact, sending number) keeps it small.
+    """
+    ids = list(contact_ids)
+    if not ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT contact_id, phone_number_id, campaign_id, last_at FROM (
+                SELECT DISTINCT ON (contact_id, phone_number_id)
+                    contact_id, phone_number_id, campaign_id,
+                    COALESCE(sent_at, created_at) AS last_at
+                FROM delivery_message
+                WHERE contact_id = ANY(%s::bigint[])
+                  AND campaign_id IS NOT NULL
+                  AND status IN ('sent', 'delivered', 'read')
+                ORDER BY contact_id, phone_number_id, COALESCE(sent_at, created_at) DESC, id DESC
+            ) AS latest
+            ORDER BY last_at DESC
+            """,
+            [ids],
+        )
+        result: dict[int, list[tuple[int, int]]] = {}
+        for contact_id, number_id, campaign_id, _ in cursor.fetchall():
+            result.setdefault(contact_id, []).append((number_id, campaign_id))
+    return result
+
+
+def _campaign_for(
+    campaigns: dict[int, list[tuple[int, int]]], contact: Contact | None, number_id: int | None
+) -> int | None:
+    """The campaign that last messaged the contact from the number they wrote to.
+
+    When the number is not one of ours, the campaign that last messaged them at all.
+    """
+    if contact is None:
+        return None
+    candidates = campaigns.get(contact.id, [])
+    for candidate_number, campaign_id in candidates:
+        if number_id is None or candidate_number == number_id:
+            return campaign_id
+    return None
+
+
+def _contacts_opt_out(
+    contacts: dict[str, Contact], opting_out: dict[int, datetime], now: datetime
+) -> int:
+    """Mark contacts opted out and skip their campaign messages still waiting to go.
+
+    A stop older than the contact's latest opt-in is history, not a new wish. Transactional
+    messages (codes, receipts) are not marketing and still go out.
+    """
+    by_id = {c.id: c for c in contacts.values()}
+    ids = [
+        contact_id
+        for contact_id, said_at in opting_out.items()
+        if by_id[contact_id].opted_in_at is None or by_id[contact_id].opted_in_at < said_at
+    ]
+    if not ids:
+        return 0
+    opted = Contact.objects.filter(id__in=ids, opted_out_at__isnull=True).update(opted_out_at=now)
+    skipped = Message.objects.filter(
+        contact_id__in=ids, status=MessageStatus.PENDING, kind=MessageKind.CAMPAIGN
+    ).update(status=MessageStatus.SKIPPED, skip_reason=OPT_OUT_SKIP_REASON)
+    if opted:
+        logger.info("%s contacts opted out by reply; %s pending messages skipped", opted, skipped)
+    return opted

@@ -1,0 +1,45 @@
+"""Read-only queries over the webhook tables, for metrics, the admin and campaign pages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.db.models import Count, Min, Q
+from django.utils import timezone
+
+from webhooks.models import InboundMessage, UnmatchedStatus, WebhookEvent, WebhookEventStatus
+
+
+def webhook_stats() -> dict[str, float | int]:
+    """Backlog and problems: what an operator watches during a peak."""
+    events = WebhookEvent.objects.aggregate(
+        pending=Count("id", filter=Q(status=WebhookEventStatus.PENDING)),
+        failed=Count("id", filter=Q(status=WebhookEventStatus.FAILED)),
+        rejected=Count("id", filter=Q(status=WebhookEventStatus.REJECTED)),
+        oldest_pending=Min("received_at", filter=Q(status=WebhookEventStatus.PENDING)),
+    )
+    unmatched = UnmatchedStatus.objects.aggregate(
+        waiting=Count("id", filter=Q(reported_at__isnull=True)),
+        reported=Count("id", filter=Q(reported_at__isnull=False)),
+    )
+    oldest = events["oldest_pending"]
+    return {
+        "events_pending": events["pending"],
+        "events_failed": events["failed"],
+        "events_rejected": events["rejected"],
+        "apply_lag_seconds": (timezone.now() - oldest).total_seconds() if oldest else 0.0,
+        "unmatched_waiting": unmatched["waiting"],
+        "unmatched_reported": unmatched["reported"],
+    }
+
+
+def campaign_reply_counts(*, campaign_ids: Iterable[int]) -> dict[int, dict[str, int]]:
+    """Replies and opt-outs per campaign: {campaign id: {"replies": n, "opt_outs": m}}."""
+    rows = (
+        InboundMessage.objects.filter(campaign_id__in=list(campaign_ids))
+        .values("campaign_id")
+        .annotate(replies=Count("id"), opt_outs=Count("id", filter=Q(is_opt_out=True)))
+    )
+    return {
+        row["campaign_id"]: {"replies": row["replies"], "opt_outs": row["opt_outs"]} for row in rows
+    }
