@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,13 @@ class ClaimedMessage:
 def _rows(sql: str, args: dict[str, Any]) -> list[ClaimedMessage]:
     with connection.cursor() as cursor:
         cursor.execute(sql, args)
-        return [ClaimedMessage(*row) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    # Django's PostgreSQL backend hands jsonb to raw cursors as text (JSONField decodes it
+    # in from_db_value), so decode here.
+    return [
+        ClaimedMessage(id_, to, json.loads(params) if isinstance(params, str) else params, *rest)
+        for id_, to, params, *rest in rows
+    ]
 
 
 def claim_campaign_batch(*, campaign_id: int, limit: int) -> list[ClaimedMessage]:

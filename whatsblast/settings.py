@@ -165,7 +165,7 @@ RQ_QUEUES = {
     }
     for name, timeout in _RQ_TIMEOUTS.items()
 }
-RQ = {"COMMIT_MODE": "on_db_commit"}
+RQ = {"COMMIT_MODE": "on_db_commit", "WORKER_CLASS": "whatsblast.rq.Worker"}
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,95 @@
+"""Helpers for end-to-end engine tests: a simulator, a number that points at it, workers."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import django_rq
+
+from campaigns.models import Campaign, PhoneNumber
+from delivery.simulator.config import SimConfig
+from delivery.simulator.server import SimulatorServer
+from tests.factories import (
+    make_account,
+    make_campaign,
+    make_contact_list,
+    make_phone_number,
+    make_template,
+)
+from whatsblast.rq import SimpleWorker
+
+QUEUES = ("transactional", "campaigns", "maintenance")
+
+
+@contextmanager
+def running_simulator(**config: Any) -> Iterator[SimulatorServer]:
+    config.setdefault("pair_limit_enabled", False)
+    server = SimulatorServer(SimConfig(**config)).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def number_on(
+    server: SimulatorServer,
+    *,
+    rate: int,
+    reserve: float = 0.2,
+    tier: str = "TIER_UNLIMITED",
+    **fields: Any,
+) -> PhoneNumber:
+    number = make_phone_number(
+        account=make_account(messaging_limit_tier=tier),
+        rate_per_second=rate,
+        transactional_reserve=reserve,
+        api_base_url=server.url,
+        access_token="sim-token",
+        **fields,
+    )
+    server.add_number(
+        phone_number_id=number.phone_number_id,
+        access_token="sim-token",
+        rate=rate,
+        waba_id=number.account.waba_id,
+    )
+    return number
+
+
+def campaign_on(
+    server: SimulatorServer, number: PhoneNumber, *, recipients: int, **fields: Any
+) -> Campaign:
+    from campaigns.models import Contact, ListMembership
+
+    contact_list = make_contact_list()
+    contacts = Contact.objects.bulk_create(
+        Contact(phone=f"+5511{9_0000_0000 + i:09d}", name=f"C{i}") for i in range(recipients)
+    )
+    ListMembership.objects.bulk_create(
+        ListMembership(contact_list=contact_list, contact=c) for c in contacts
+    )
+    template = make_template(account=number.account, name=f"promo_{number.pk}")
+    server.add_template(name=template.name, language=template.language, body_params=1)
+    return make_campaign(phone_number=number, template=template, lists=[contact_list], **fields)
+
+
+def work_burst(*queues: str) -> None:
+    """Run every queued job (and the jobs they enqueue) in this process, then return."""
+    worker = django_rq.get_worker(*(queues or QUEUES), worker_class=SimpleWorker)
+    worker.work(burst=True, with_scheduler=False)
+
+
+def max_per_second(histogram: dict[str, int]) -> int:
+    return max(histogram.values(), default=0)
+
+
+def reset_client() -> None:
+    """Drop the process's Cloud API client so the next one reads the current settings."""
+    from delivery import cloud_api
+
+    with cloud_api._client_lock:
+        if cloud_api._client is not None:
+            cloud_api._client.close()
+        cloud_api._client = None
