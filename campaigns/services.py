@@ -1,0 +1,395 @@
+"""Writes for campaigns: numbers, templates, contact imports and campaigns.
+
+Commands, the admin and jobs call these; each validates its input and raises
+``django.core.exceptions.ValidationError`` with a message meant for the operator.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import phonenumbers
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from campaigns.contact_writer import ContactWriter
+from campaigns.importers import (
+    ContactReader,
+    ReadAhead,
+    Rejection,
+    RejectsWriter,
+    contact_batches,
+    copy_payload,
+)
+from campaigns.models import (
+    BusinessAccount,
+    Campaign,
+    CampaignStatus,
+    ContactList,
+    PhoneNumber,
+    Template,
+    TemplateCategory,
+    TemplateStatus,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_WABA_ID = "default"
+
+# Rows per COPY + upsert. 20k rows is ~2 MB of COPY text and ~10 MB of Python objects;
+# two batches are parsed ahead while one is written, so an import holds about three.
+# Larger batches gain little (the per-batch statements are already a small share).
+IMPORT_BATCH_SIZE = 20_000
+IMPORT_READ_AHEAD = 2
+# The JSON summary lists this many rejected rows; all of them go to --rejects.
+MAX_LISTED_REJECTIONS = 1000
+
+# {{1}} positional, {{first_name}} named (Meta: lower-case letters, digits, underscores).
+_PLACEHOLDER_RE = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+_NAMED_PARAM_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+# Templates a campaign can never send with; PENDING/PAUSED may still become usable.
+_UNUSABLE_TEMPLATE_STATUSES = (
+    TemplateStatus.REJECTED,
+    TemplateStatus.DISABLED,
+    TemplateStatus.DELETED,
+)
+
+
+# --- phone numbers -----------------------------------------------------------------------------
+
+
+def phone_number_add(
+    *,
+    phone_number_id: str,
+    display_phone_number: str,
+    access_token: str,
+    waba_id: str | None = None,
+    rate_per_second: int = 80,
+    transactional_reserve: float = 0.2,
+    api_base_url: str = "",
+) -> PhoneNumber:
+    """Register a business phone number under its WABA (``"default"`` when none is given)."""
+    if not access_token.strip():
+        raise ValidationError("the access token must not be blank")
+    with transaction.atomic():
+        account, _ = BusinessAccount.objects.get_or_create(waba_id=waba_id or DEFAULT_WABA_ID)
+        number = PhoneNumber(
+            phone_number_id=phone_number_id.strip(),
+            display_phone_number=display_phone_number.strip(),
+            account=account,
+            access_token=access_token.strip(),
+            rate_per_second=rate_per_second,
+            transactional_reserve=transactional_reserve,
+            api_base_url=api_base_url.strip(),
+        )
+        number.full_clean()
+        number.save()
+    logger.info("phone number %s added to WABA %s", number.phone_number_id, account.waba_id)
+    return number
+
+
+# --- templates ---------------------------------------------------------------------------------
+
+
+def template_params_parse(body_text: str) -> tuple[int, list[str]]:
+    """(positional count, named params) of a template body.
+
+    ``"Hi {{1}}, use {{2}}"`` → ``(2, [])``; ``"Hi {{first_name}}"`` → ``(0, ["first_name"])``.
+    Meta requires positional params numbered 1..n without gaps and forbids mixing the kinds.
+    """
+    found = _PLACEHOLDER_RE.findall(body_text)
+    positional = {int(p) for p in found if p.isdigit()}
+    named = list(dict.fromkeys(p for p in found if not p.isdigit()))
+    if positional and named:
+        raise ValidationError("a template body mixes positional ({{1}}) and named params")
+    bad = [p for p in named if not _NAMED_PARAM_RE.match(p)]
+    if bad:
+        raise ValidationError(
+            f"invalid template param name(s) {', '.join(repr(b) for b in bad)}: "
+            "use lower-case letters, digits and underscores"
+        )
+    if positional and positional != set(range(1, max(positional) + 1)):
+        raise ValidationError(
+            f"positional params must be numbered 1..n without gaps, got {sorted(positional)}"
+        )
+    return len(positional), named
+
+
+def template_add(
+    *,
+    phone_number_id: str,
+    name: str,
+    language: str,
+    body_text: str = "",
+    category: str = TemplateCategory.MARKETING,
+    status: str = TemplateStatus.APPROVED,
+) -> Template:
+    """Record a template of the number's WABA, with its body params parsed from the body."""
+    number = _phone_number_get(phone_number_id)
+    count, names = template_params_parse(body_text)
+    template = Template(
+        account=number.account,
+        name=name.strip(),
+        language=language.strip(),
+        category=category.upper(),
+        status=status.upper(),
+        body_text=body_text,
+        body_param_count=count,
+        body_param_names=names,
+    )
+    template.full_clean()
+    template.save()
+    return template
+
+
+def _phone_number_get(phone_number_id: str) -> PhoneNumber:
+    try:
+        return PhoneNumber.objects.select_related("account").get(phone_number_id=phone_number_id)
+    except PhoneNumber.DoesNotExist:
+        raise ValidationError(f"no phone number with id {phone_number_id!r}") from None
+
+
+# --- contacts ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ContactImportResult:
+    list_id: int
+    list_name: str
+    rows_total: int = 0
+    imported: int = 0
+    merged: int = 0
+    rejected: int = 0
+    added_to_list: int = 0
+    rejections: list[Rejection] = field(default_factory=list)
+    seconds: float = 0.0
+    file: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows_per_second(self) -> float:
+        return round(self.rows_total / self.seconds, 1) if self.seconds else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "list": self.list_name,
+            "list_id": self.list_id,
+            "rows_total": self.rows_total,
+            "imported": self.imported,
+            "merged": self.merged,
+            "rejected": self.rejected,
+            "added_to_list": self.added_to_list,
+            "rejections": [r.as_dict() for r in self.rejections],
+            "rejections_truncated": self.rejected > len(self.rejections),
+            "seconds": round(self.seconds, 3),
+            "rows_per_second": self.rows_per_second,
+            "file": self.file,
+        }
+
+
+def contacts_import(
+    *,
+    path: str | Path,
+    list_name: str,
+    region: str | None = None,
+    phone_column: str | None = None,
+    name_column: str | None = None,
+    encoding: str | None = None,
+    rejects_path: str | Path | None = None,
+    max_listed_rejections: int = MAX_LISTED_REJECTIONS,
+    batch_size: int = IMPORT_BATCH_SIZE,
+) -> ContactImportResult:
+    """Import a CSV/XLSX file of contacts into the list ``list_name`` (created if missing).
+
+    Rows are normalised to E.164 (``region`` for numbers without a country code); a number
+    seen before, in this file or in the database, is merged into its contact. Rejected rows
+    are counted and listed (the first ``max_listed_rejections``; all of them in
+    ``rejects_path`` as CSV). The import is one transaction: a file that turns out to be
+    malformed half-way leaves nothing behind.
+
+    Raises ``ImportFileError`` for a file that cannot be read at all, ``ValidationError``
+    for bad arguments.
+    """
+    started = time.monotonic()
+    if region and region.upper() not in phonenumbers.SUPPORTED_REGIONS:
+        raise ValidationError(f"unknown region {region!r}: use a two-letter code such as BR")
+    list_name = list_name.strip()
+    if not list_name:
+        raise ValidationError("the list name must not be blank")
+    rejects = RejectsWriter(rejects_path) if rejects_path else None
+    try:
+        with (
+            ContactReader(
+                path,
+                region=region,
+                phone_column=phone_column,
+                name_column=name_column,
+                encoding=encoding,
+            ) as reader,
+            transaction.atomic(),
+        ):
+            contact_list, _ = ContactList.objects.get_or_create(name=list_name)
+            result = ContactImportResult(
+                list_id=contact_list.pk, list_name=contact_list.name, file=reader.describe()
+            )
+            writer = ContactWriter(list_id=contact_list.pk)
+            batches = (copy_payload(b) for b in contact_batches(reader, size=batch_size))
+            with ReadAhead(batches, depth=IMPORT_READ_AHEAD) as ahead:
+                for batch in ahead:
+                    inserted, added = writer.write(batch)
+                    _tally(result, batch.rows, batch.rejections, inserted, added)
+                    room = max_listed_rejections - len(result.rejections)
+                    result.rejections.extend(batch.rejections[: max(room, 0)])
+                    if rejects is not None:
+                        rejects.write(batch.rejections)
+    finally:
+        if rejects is not None:
+            rejects.close()
+    result.merged = result.rows_total - result.rejected - result.imported
+    result.seconds = time.monotonic() - started
+    logger.info(
+        "imported %s rows into list %s: %s new, %s merged, %s rejected in %.1fs",
+        result.rows_total,
+        result.list_id,
+        result.imported,
+        result.merged,
+        result.rejected,
+        result.seconds,
+    )
+    return result
+
+
+def _tally(
+    result: ContactImportResult,
+    rows: int,
+    rejections: Sequence[Rejection],
+    inserted: int,
+    added: int,
+) -> None:
+    result.rows_total += rows
+    result.rejected += len(rejections)
+    result.imported += inserted
+    result.added_to_list += added
+
+
+# --- campaigns ---------------------------------------------------------------------------------
+
+
+def param_mapping_from_specs(specs: Iterable[str]) -> dict[str, Any]:
+    """``["1=name", "2=const:SALE20"]`` → ``{"body": {"1": {"field": "name"}, "2": {"value":
+    "SALE20"}}}``: body param 1 from the contact's ``name``, param 2 the constant ``SALE20``.
+    """
+    body: dict[str, dict[str, str]] = {}
+    for spec in specs:
+        key, sep, source = spec.partition("=")
+        key, source = key.strip(), source.strip()
+        if not sep or not key or not source:
+            raise ValidationError(
+                f"bad param {spec!r}: expected PARAM=FIELD or PARAM=const:VALUE, e.g. 1=name"
+            )
+        if key in body:
+            raise ValidationError(f"param {key!r} is mapped twice")
+        if source.startswith("const:"):
+            body[key] = {"value": source.removeprefix("const:")}
+        else:
+            body[key] = {"field": source}
+    return {"body": body}
+
+
+def param_mapping_validate(*, template: Template, param_mapping: dict[str, Any]) -> None:
+    """Every body param of ``template`` mapped exactly once, to a field or a constant."""
+    unknown_parts = set(param_mapping) - {"body"}
+    if unknown_parts:
+        raise ValidationError(f"unsupported param mapping part(s): {sorted(unknown_parts)}")
+    body = param_mapping.get("body", {})
+    if template.body_param_names:
+        expected = list(template.body_param_names)
+    else:
+        expected = [str(i) for i in range(1, template.body_param_count + 1)]
+    unknown = [k for k in body if k not in expected]
+    if unknown:
+        raise ValidationError(
+            f"template {template.name!r} has no body param(s) {', '.join(unknown)}; "
+            f"its params are: {', '.join(expected) or 'none'}"
+        )
+    missing = [k for k in expected if k not in body]
+    if missing:
+        raise ValidationError(
+            f"body param(s) {', '.join(missing)} of template {template.name!r} are not mapped"
+        )
+    for key, source in body.items():
+        ok = (
+            isinstance(source, dict)
+            and len(source) == 1
+            and (
+                isinstance(source.get("field"), str)
+                and source["field"]
+                or isinstance(source.get("value"), str)
+            )
+        )
+        if not ok:
+            raise ValidationError(
+                f"param {key!r}: expected {{'field': NAME}} or {{'value': TEXT}}, got {source!r}"
+            )
+
+
+def campaign_create(
+    *,
+    name: str,
+    phone_number_id: str,
+    template_name: str,
+    list_names: Sequence[str],
+    param_mapping: dict[str, Any] | None = None,
+    language: str | None = None,
+) -> Campaign:
+    """Create a draft campaign from a number, one of its WABA's templates and contact lists."""
+    if not name.strip():
+        raise ValidationError("the campaign name must not be blank")
+    number = _phone_number_get(phone_number_id)
+    template = _template_get(number=number, name=template_name, language=language)
+    lists = _contact_lists_get(list_names)
+    param_mapping = param_mapping or {"body": {}}
+    param_mapping_validate(template=template, param_mapping=param_mapping)
+    with transaction.atomic():
+        campaign = Campaign.objects.create(
+            name=name.strip(),
+            phone_number=number,
+            template=template,
+            param_mapping=param_mapping,
+            status=CampaignStatus.DRAFT,
+        )
+        campaign.lists.set(lists)
+    return campaign
+
+
+def _template_get(*, number: PhoneNumber, name: str, language: str | None) -> Template:
+    templates = list(Template.objects.filter(account=number.account, name=name))
+    if language:
+        templates = [t for t in templates if t.language == language]
+    if not templates:
+        where = f" in language {language!r}" if language else ""
+        raise ValidationError(
+            f"no template {name!r}{where} for the WABA of number {number.phone_number_id}"
+        )
+    if len(templates) > 1:
+        languages = ", ".join(sorted(t.language for t in templates))
+        raise ValidationError(f"template {name!r} exists in {languages}: choose a language")
+    template = templates[0]
+    if template.status in _UNUSABLE_TEMPLATE_STATUSES:
+        raise ValidationError(f"template {name!r} is {template.status} and cannot be sent")
+    return template
+
+
+def _contact_lists_get(list_names: Sequence[str]) -> list[ContactList]:
+    if not list_names:
+        raise ValidationError("a campaign needs at least one contact list")
+    lists = list(ContactList.objects.filter(name__in=list_names))
+    missing = sorted(set(list_names) - {cl.name for cl in lists})
+    if missing:
+        raise ValidationError(f"no contact list named {', '.join(repr(m) for m in missing)}")
+    return lists
