@@ -18,7 +18,10 @@ T = TypeVar("T")
 
 async def serve(simulator: Simulator, *, host: str, port: int) -> tuple[web.AppRunner, int]:
     """Start listening; returns the runner and the bound port (``port=0`` picks a free one)."""
-    runner = web.AppRunner(build_app(simulator), access_log=None, handle_signals=False)
+    # A short shutdown: answers held to simulate read timeouts must not delay stopping.
+    runner = web.AppRunner(
+        build_app(simulator), access_log=None, handle_signals=False, shutdown_timeout=0.25
+    )
     await runner.setup()
     # A deep backlog: load generators open hundreds of connections at once.
     site = web.TCPSite(runner, host, port, backlog=4096, reuse_address=True)

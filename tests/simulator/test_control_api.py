@@ -112,3 +112,4 @@ def test_management_command_serves_and_stops_on_sigterm() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(10) == 0
+        proc.stdout.close()
