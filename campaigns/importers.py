@@ -473,7 +473,7 @@ def _csv_rows(reader: Any, *, first_line: int) -> Iterator[tuple[int, list[str]]
     line = first_line
     try:
         for cells in reader:
-            if any(cells):
+            if any(cells) and any(cell.strip() for cell in cells):
                 yield line, cells
             line = reader.line_num + 1 + (first_line - 1)
     except csv.Error as exc:
@@ -483,7 +483,7 @@ def _csv_rows(reader: Any, *, first_line: int) -> Iterator[tuple[int, list[str]]
 def _xlsx_rows(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, list[str]]]:
     for line, values in enumerate(rows, start=1):
         cells = [_xlsx_text(v) for v in values]
-        if any(cells):
+        if any(cell.strip() for cell in cells):
             yield line, cells
 
 
