@@ -1,0 +1,188 @@
+"""contacts_import: files into contacts and list membership, merged and reported."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from campaigns.importers import ImportFileError
+from campaigns.models import Contact, ContactList, ListMembership
+from campaigns.services import contacts_import
+from tests.factories import make_contact, make_contact_list
+
+pytestmark = pytest.mark.django_db
+
+
+def csv_file(tmp_path: Path, text: str, name: str = "contacts.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8", newline="")
+    return path
+
+
+def members(list_name: str) -> set[str]:
+    return set(
+        ListMembership.objects.filter(contact_list__name=list_name).values_list(
+            "contact__phone", flat=True
+        )
+    )
+
+
+def test_import_creates_contacts_and_the_list(tmp_path: Path) -> None:
+    path = csv_file(
+        tmp_path,
+        "nome;telefone;cidade\nAna;(11) 99999-0001;SP\nBia;+55 21 99999-0002;\nX;123;\n",
+    )
+    result = contacts_import(path=path, list_name="vip", region="BR")
+    summary = result.as_dict()
+    assert {k: summary[k] for k in ("rows_total", "imported", "merged", "rejected")} == {
+        "rows_total": 3,
+        "imported": 2,
+        "merged": 0,
+        "rejected": 1,
+    }
+    assert summary["rejections"] == [{"line": 4, "value": "123", "reason": "not a possible number"}]
+    assert summary["list_id"] == ContactList.objects.get(name="vip").pk
+    assert summary["added_to_list"] == 2 and summary["rows_per_second"] > 0
+    ana = Contact.objects.get(phone="+5511999990001")
+    assert (ana.name, ana.attributes) == ("Ana", {"cidade": "SP"})
+    assert Contact.objects.get(phone="+5521999990002").attributes == {}
+    assert members("vip") == {"+5511999990001", "+5521999990002"}
+
+
+def test_duplicates_in_the_file_are_merged(tmp_path: Path) -> None:
+    path = csv_file(
+        tmp_path,
+        "phone,name,city,plan\n"
+        "+5511999990001,Ana,SP,gold\n"
+        "(11) 99999-0001,,,silver\n"
+        "5511999990001,Ana Maria,,\n",
+    )
+    result = contacts_import(path=path, list_name="l", region="BR")
+    assert (result.imported, result.merged, result.rejected) == (1, 2, 0)
+    contact = Contact.objects.get()
+    assert contact.name == "Ana Maria"
+    assert contact.attributes == {"city": "SP", "plan": "silver"}
+
+
+def test_duplicates_across_batches_count_as_merged(tmp_path: Path) -> None:
+    path = csv_file(
+        tmp_path,
+        "phone,name\n+5511999990001,Ana\n+5511999990002,Bia\n+5511999990001,\n+5511999990003,C\n",
+    )
+    result = contacts_import(path=path, list_name="l", batch_size=2)
+    assert (result.rows_total, result.imported, result.merged) == (4, 3, 1)
+    assert Contact.objects.get(phone="+5511999990001").name == "Ana"
+    assert ListMembership.objects.count() == 3
+
+
+def test_existing_contacts_are_merged_and_added_to_the_list(tmp_path: Path) -> None:
+    other = make_contact_list(name="other")
+    make_contact(
+        phone="+5511999990001",
+        name="Old",
+        attributes={"city": "SP", "tier": "1"},
+        contact_list=other,
+    )
+    make_contact(phone="+5511999990002", name="Keep", attributes={"x": "1"})
+    path = csv_file(
+        tmp_path, "phone,name,tier\n+5511999990001,New,2\n+5511999990002,,\n+5511999990003,C,\n"
+    )
+    result = contacts_import(path=path, list_name="promo")
+    assert (result.imported, result.merged, result.added_to_list) == (1, 2, 3)
+    first = Contact.objects.get(phone="+5511999990001")
+    assert (first.name, first.attributes) == ("New", {"city": "SP", "tier": "2"})
+    second = Contact.objects.get(phone="+5511999990002")
+    assert (second.name, second.attributes) == ("Keep", {"x": "1"})
+    assert members("promo") == {"+5511999990001", "+5511999990002", "+5511999990003"}
+    assert members("other") == {"+5511999990001"}
+
+
+def test_reimport_adds_nothing_and_leaves_unchanged_contacts_alone(tmp_path: Path) -> None:
+    path = csv_file(tmp_path, "phone,name\n+5511999990001,Ana\n+5511999990002,Bia\n")
+    contacts_import(path=path, list_name="l")
+    before = dict(Contact.objects.values_list("phone", "updated_at"))
+    again = contacts_import(path=path, list_name="l")
+    assert (again.imported, again.merged, again.added_to_list) == (0, 2, 0)
+    assert dict(Contact.objects.values_list("phone", "updated_at")) == before
+    assert ListMembership.objects.count() == 2
+
+
+def test_rejections_are_capped_in_the_summary_and_all_written_to_the_rejects_file(
+    tmp_path: Path,
+) -> None:
+    bad = ['=HYPERLINK("http://x")', "@cmd", "-1", "abc", "12"]
+    path = csv_file(tmp_path, "phone\n" + "\n".join(bad) + "\n+5511999990001\n")
+    rejects = tmp_path / "rejects.csv"
+    result = contacts_import(
+        path=path, list_name="l", max_listed_rejections=2, rejects_path=rejects
+    )
+    summary = result.as_dict()
+    assert summary["rejected"] == 5 and summary["rejections_truncated"] is True
+    assert [r["line"] for r in summary["rejections"]] == [2, 3]
+    with rejects.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["line", "value", "reason"]
+    assert [r[0] for r in rows[1:]] == ["2", "3", "4", "5", "6"]
+    assert [r[1] for r in rows[1:4]] == ['\'=HYPERLINK("http://x")', "'@cmd", "'-1"]
+    assert rows[5] == ["6", "12", "invalid phone number"]  # no region: no country code
+
+
+def test_import_is_all_or_nothing(tmp_path: Path) -> None:
+    # The third row's field exceeds the csv module's limit: the file is malformed there,
+    # after the first batches were already written.
+    huge = "x" * (csv.field_size_limit() + 10)
+    path = csv_file(
+        tmp_path, f"phone,note\n+5511999990001,a\n+5511999990002,b\n+5511999990003,{huge}\n"
+    )
+    with pytest.raises(ImportFileError, match="line 4: malformed CSV"):
+        contacts_import(path=path, list_name="l", batch_size=1)
+    assert not Contact.objects.exists()
+    assert not ContactList.objects.exists()
+
+
+def test_one_column_file_of_numbers(tmp_path: Path) -> None:
+    path = csv_file(tmp_path, "+5511999990001\n+5511999990002\n+5511999990001\n")
+    result = contacts_import(path=path, list_name="bare")
+    assert (result.rows_total, result.imported, result.merged) == (3, 2, 1)
+    assert result.file["header"] is False
+
+
+def test_header_only_file_imports_nothing(tmp_path: Path) -> None:
+    result = contacts_import(path=csv_file(tmp_path, "phone,name\n"), list_name="l")
+    assert (result.rows_total, result.imported, result.rejected) == (0, 0, 0)
+    assert ContactList.objects.filter(name="l").exists()
+
+
+def test_empty_file_is_an_error_and_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ImportFileError, match="empty"):
+        contacts_import(path=csv_file(tmp_path, ""), list_name="l")
+    assert not ContactList.objects.exists()
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    path = csv_file(tmp_path, "phone\n+5511999990001\n")
+    with pytest.raises(ValidationError, match="unknown region 'XX'"):
+        contacts_import(path=path, list_name="l", region="XX")
+    with pytest.raises(ValidationError, match="list name must not be blank"):
+        contacts_import(path=path, list_name=" ")
+    with pytest.raises(ImportFileError, match="cannot read"):
+        contacts_import(path=tmp_path / "missing.csv", list_name="l")
+
+
+def test_long_names_are_cut_to_the_column_size(tmp_path: Path) -> None:
+    path = csv_file(tmp_path, f"phone,name\n+5511999990001,{'n' * 300}\n")
+    contacts_import(path=path, list_name="l")
+    assert len(Contact.objects.get().name) == 200
+
+
+def test_special_characters_survive_copy(tmp_path: Path) -> None:
+    path = csv_file(
+        tmp_path, 'phone,name,note\n+5511999990001,"Tab\there \\ back","line\nbreak ""q"""\n'
+    )
+    contacts_import(path=path, list_name="l")
+    contact = Contact.objects.get()
+    assert contact.name == "Tab\there \\ back"
+    assert contact.attributes == {"note": 'line\nbreak "q"'}
