@@ -105,7 +105,9 @@ def build_components(params: dict[str, Any]) -> list[dict[str, Any]]:
     components: list[dict[str, Any]] = []
     header = params.get("header")
     if header:
-        components.append({"type": "header", "parameters": [_header_parameter(header)]})
+        # One header parameter as a dict; a list of them is accepted too.
+        headers = header if isinstance(header, list) else [header]
+        components.append({"type": "header", "parameters": [_header_parameter(h) for h in headers]})
     body = params.get("body")
     if body:
         components.append({"type": "body", "parameters": _body_parameters(body)})

@@ -1,4 +1,19 @@
-"""The simulator over HTTP: Graph API routes plus the ``/_sim/...`` control API."""
+"""The simulator over HTTP: Graph API routes plus the ``/_sim/...`` control API.
+
+Graph API:
+    POST /{version}/{phone_number_id}/messages        the send endpoint
+    GET  /{version}/{waba_id}/message_templates       ?limit=&after= (Graph paging)
+Control (JSON in and out):
+    GET  /_sim/health | /_sim/config | /_sim/stats
+    GET  /_sim/records?after=SEQ&limit=N&bodies=1     compact rows, raw bodies when kept
+    GET  /_sim/histogram?phone_number_id=ID           {"<epoch second>": accepted sends}
+    GET  /_sim/duplicates                             {number: {recipient: accepted > 1}}
+    GET  /_sim/webhooks/idle?timeout=S                waits for status webhooks to settle
+    POST /_sim/config {knob: value}                   see SimConfig
+    POST /_sim/reset {"numbers": bool, "templates": bool}
+    POST /_sim/numbers {"numbers": [NumberSpec fields]}
+    POST /_sim/templates {"templates": [TemplateSpec fields or the shorthand]}
+"""
 
 from __future__ import annotations
 

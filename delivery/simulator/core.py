@@ -17,7 +17,6 @@ from delivery.simulator.records import (
     ACCEPTED_HELD,
     ACCEPTED_LATE_FAIL,
     Recorder,
-    wamid_for,
 )
 from delivery.simulator.validate import Invalid, check_shape, check_template
 from delivery.simulator.webhooks import SentMessage, WebhookDispatcher
@@ -157,7 +156,7 @@ class Simulator:
         code, held, late_fail = self._decide(number, _digits(req.to), req.mono)
         if code is not None:
             return self._reply(req, *errors.graph_error(code), str(code))
-        wamid = wamid_for(req.seq, req.to)
+        wamid = self.recorder.wamid(req.seq, req.to)
         self.webhooks.schedule(
             SentMessage(
                 phone_number_id=phone_number_id,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 from collections import Counter, deque
 from typing import Any, NamedTuple
 
@@ -25,9 +26,9 @@ class Row(NamedTuple):
     callback_data: str | None
 
 
-def wamid_for(seq: int, to: str) -> str:
-    """A wamid in Meta's style (base64 after ``wamid.``), unique per request sequence."""
-    raw = b"\x18\x0b" + to.encode()[-15:] + b"\x15\x02\x00" + seq.to_bytes(8, "big")
+def wamid_for(seq: int, to: str, run_id: bytes) -> str:
+    """A wamid in Meta's style (base64 after ``wamid.``), unique per run and sequence."""
+    raw = b"\x18\x0b" + to.encode()[-15:] + b"\x15\x02\x00" + run_id + seq.to_bytes(8, "big")
     return "wamid." + base64.b64encode(raw).decode()
 
 
@@ -43,7 +44,14 @@ class Recorder:
         self.requests = 0
         self.accepted = 0
         self.seq = 0
+        # Sequence numbers restart with every recorder (process start, reset); the run id
+        # keeps wamids unique anyway, as Meta's are: a database that outlives a simulator
+        # run must never see one twice.
+        self.run_id = os.urandom(6)
         self._interned: dict[str, str] = {}
+
+    def wamid(self, seq: int, to: str) -> str:
+        return wamid_for(seq, to, self.run_id)
 
     def next_seq(self) -> int:
         self.seq += 1
@@ -93,7 +101,9 @@ class Recorder:
         result = []
         for row in selected:
             item = row._asdict()
-            item["wamid"] = wamid_for(row.seq, row.to) if row.outcome in ACCEPTED_OUTCOMES else None
+            item["wamid"] = (
+                self.wamid(row.seq, row.to) if row.outcome in ACCEPTED_OUTCOMES else None
+            )
             if bodies:
                 raw = by_seq.get(row.seq)
                 item["body"] = raw.decode("utf-8", "replace") if raw is not None else None

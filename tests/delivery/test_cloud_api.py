@@ -125,6 +125,13 @@ def test_header_parameter_kinds(header: dict[str, str], expected: dict[str, obje
     assert body["template"]["components"] == [{"type": "header", "parameters": [expected]}]
 
 
+def test_header_given_as_a_list() -> None:
+    body = build_message_body(make_request(params={"header": [{"type": "text", "value": "Hi"}]}))
+    assert body["template"]["components"] == [
+        {"type": "header", "parameters": [{"type": "text", "text": "Hi"}]}
+    ]
+
+
 def test_named_body_parameters_carry_parameter_name() -> None:
     body = build_message_body(make_request(params={"body": {"first_name": "Asha", "n": 3}}))
     assert body["template"]["components"] == [

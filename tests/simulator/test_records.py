@@ -55,10 +55,12 @@ def test_sent_twice_report(simulator) -> None:
 
 
 def test_reset_forgets_records_but_keeps_registrations(simulator) -> None:
-    post(simulator.url, template_body())
+    first = post(simulator.url, template_body()).json()["messages"][0]["id"]
     simulator.reset()
     assert simulator.stats()["requests"] == 0 and simulator.records() == []
-    assert post(simulator.url, template_body()).ok
+    again = post(simulator.url, template_body())
+    # Same sequence number and recipient after the reset, yet a wamid never seen before.
+    assert again.ok and again.json()["messages"][0]["id"] != first
     simulator.reset(numbers=True)
     assert not post(simulator.url, template_body()).ok
 
