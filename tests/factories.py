@@ -86,3 +86,19 @@ def make_campaign(
     if lists:
         campaign.lists.set(lists)
     return campaign
+
+
+def make_message(*, campaign: Campaign, to: str | None = None, **fields: Any) -> Any:
+    """A campaign message row; ``status`` and timestamps as given (engine not involved)."""
+    from django.utils import timezone
+
+    from delivery.models import Message
+
+    fields.setdefault("next_attempt_at", timezone.now())
+    return Message.objects.create(
+        campaign=campaign,
+        phone_number=campaign.phone_number,
+        template=campaign.template,
+        to=to or f"+4915{next(_seq):09d}",
+        **fields,
+    )
