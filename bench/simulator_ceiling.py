@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -29,7 +30,36 @@ ROOT = Path(__file__).resolve().parent.parent
 NUMBER, TOKEN, TEMPLATE = "bench-pn", "bench-token", "bench_promo"
 
 
-def start_simulator(latency_ms: float, jitter_ms: float) -> tuple[subprocess.Popen[str], str]:
+# A webhook sink for --webhooks: answers 200 to every POST, in its own process.
+SINK = """
+import sys
+from aiohttp import web
+async def ok(request):
+    await request.read()
+    return web.Response()
+app = web.Application()
+app.router.add_post("/webhooks/whatsapp", ok)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+"""
+
+
+def start_sink() -> tuple[subprocess.Popen[str], str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", SINK, str(port)], text=True)
+    for _ in range(100):
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"http://127.0.0.1:{port}/webhooks/whatsapp"
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("webhook sink did not start")
+
+
+def start_simulator(
+    latency_ms: float, jitter_ms: float, *extra: str
+) -> tuple[subprocess.Popen[str], str]:
     command = [
         sys.executable,
         str(ROOT / "manage.py"),
@@ -41,6 +71,7 @@ def start_simulator(latency_ms: float, jitter_ms: float) -> tuple[subprocess.Pop
         f"--template={TEMPLATE}:en_US:2",
         "--no-pair-limit",
         "--record-bodies=0",
+        *extra,
     ]
     env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "1")}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT)
@@ -119,8 +150,15 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1000)
     parser.add_argument("--latency-ms", type=float, default=250.0)
     parser.add_argument("--jitter-ms", type=float, default=0.0)
+    parser.add_argument(
+        "--webhooks", action="store_true", help="also deliver status webhooks (batches of 100)"
+    )
     args = parser.parse_args()
-    proc, url = start_simulator(args.latency_ms, args.jitter_ms)
+    sink, extra = None, []
+    if args.webhooks:
+        sink, callback = start_sink()
+        extra = [f"--callback-url={callback}", "--webhook-batch-size=100", "--app-secret=s"]
+    proc, url = start_simulator(args.latency_ms, args.jitter_ms, *extra)
     try:
         sim, me = psutil.Process(proc.pid), psutil.Process()
         sim_cpu0, me_cpu0, t0 = sum(sim.cpu_times()[:2]), sum(me.cpu_times()[:2]), time.time()
@@ -131,10 +169,14 @@ def main() -> None:
         sim_cpu = sum(sim.cpu_times()[:2]) - sim_cpu0
         me_cpu = sum(me.cpu_times()[:2]) - me_cpu0
         with urllib.request.urlopen(f"{url}/_sim/stats", timeout=10) as response:
-            accepted = json.loads(response.read())["accepted"]
+            stats = json.loads(response.read())
+            accepted = stats["accepted"]
     finally:
         proc.terminate()
         proc.wait(10)
+        if sink is not None:
+            sink.terminate()
+            sink.wait(10)
     total = result["requests"]
     print(
         json.dumps(
@@ -145,6 +187,7 @@ def main() -> None:
                 "seconds": args.seconds,
                 **result,
                 "simulator_accepted_total": accepted,
+                "webhooks": stats["webhooks"] if args.webhooks else None,
                 "simulator_cpu_percent": round(100 * sim_cpu / wall, 1),
                 "loadgen_cpu_percent": round(100 * me_cpu / wall, 1),
                 "simulator_cpu_ms_per_request": round(1000 * sim_cpu / max(1, accepted), 3),

@@ -176,6 +176,10 @@ class WebhookDispatcher:
             size = self.config.webhook_batch_size
             deadline = time.monotonic() + self.config.webhook_batch_wait_ms / 1000.0
             while len(batch) < size:
+                if not self.queue.empty():
+                    # Cheap path: take what is already queued without a timer per item.
+                    batch.append(self.queue.get_nowait())
+                    continue
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break

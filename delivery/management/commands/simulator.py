@@ -53,6 +53,7 @@ class Command(BaseCommand):
         parser.add_argument("--rate", type=float, default=80.0, help="rate of auto-registered")
         parser.add_argument("--callback-url", default=None, help="where status webhooks go")
         parser.add_argument("--app-secret", default=None, help="default WHATSAPP_APP_SECRET")
+        parser.add_argument("--waba-id", default=None, help="entry id of status webhooks")
         parser.add_argument("--read-fraction", type=float, default=0.5)
         parser.add_argument("--webhook-batch-size", type=int, default=1)
         parser.add_argument("--record-bodies", type=int, default=10_000, help="bodies kept")
@@ -98,6 +99,7 @@ class Command(BaseCommand):
             "callback_url": options["callback_url"],
             "app_secret": options["app_secret"] or settings.WHATSAPP_APP_SECRET or "",
             "read_fraction": options["read_fraction"],
+            **({"waba_id": options["waba_id"]} if options["waba_id"] else {}),
             "webhook_batch_size": options["webhook_batch_size"],
             "body_cap": options["record_bodies"],
             "seed": options["seed"],
