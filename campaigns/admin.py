@@ -42,7 +42,7 @@ class CappedCountPaginator(Paginator):  # type: ignore[type-arg]
 
     @cached_property
     def count(self) -> int:
-        return self.object_list[:COUNT_CAP].count()  # type: ignore[no-any-return]
+        return int(self.object_list[:COUNT_CAP].count())  # type: ignore[attr-defined]
 
 
 class LargeTableAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -107,7 +107,7 @@ class PhoneNumberAdminForm(forms.ModelForm):  # type: ignore[type-arg]
         if token:
             return token
         if self.instance.pk:
-            return self.instance.access_token
+            return str(self.instance.access_token)
         raise ValidationError("A new number needs its access token.")
 
 
@@ -297,7 +297,7 @@ class CampaignAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if launched.exists():
             protected = [f"{c} has messages: cancel it instead" for c in launched]
             return [], {}, set(), protected
-        return super().get_deleted_objects(objs, request)  # type: ignore[no-any-return]
+        return super().get_deleted_objects(objs, request)
 
     def has_change_permission(self, request: HttpRequest, obj: Campaign | None = None) -> bool:
         # Once launched, its messages were rendered from these settings: editing them
