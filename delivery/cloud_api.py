@@ -266,6 +266,24 @@ def network_error(exc: requests.RequestException, *, latency_s: float) -> ApiErr
     )
 
 
+def invalid_request(exc: Exception) -> ApiError:
+    """A request that cannot be built (bad params, callback data too long), never sent.
+
+    Reported as Meta's own answer to a malformed request, code 100 (Invalid parameter), so
+    it classifies the same way: a payload problem shared by the whole campaign.
+    """
+    return ApiError(
+        http_status=None,
+        code=100,
+        subcode=None,
+        title="(#100) Invalid parameter",
+        details=f"not sent: {exc}"[:MAX_ERROR_TEXT],
+        retry_after_s=None,
+        may_have_reached_meta=False,
+        latency_s=0.0,
+    )
+
+
 def may_have_reached_meta(exc: BaseException) -> bool:
     """False only when the connection was never established, so no byte was sent.
 
@@ -318,7 +336,10 @@ class CloudApiClient:
         return f"{req.base_url.rstrip('/')}/{self.api_version}/{req.phone_number_id}/messages"
 
     def send(self, req: SendRequest) -> SendResult:
-        data = json.dumps(build_message_body(req), separators=(",", ":")).encode()
+        try:
+            data = json.dumps(build_message_body(req), separators=(",", ":")).encode()
+        except (KeyError, TypeError, ValueError) as exc:
+            return invalid_request(exc)
         headers = {
             "Authorization": f"Bearer {req.access_token}",
             "Content-Type": "application/json",

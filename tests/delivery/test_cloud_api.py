@@ -13,6 +13,8 @@ from email.utils import format_datetime
 
 import pytest
 from django.test import override_settings
+from hypothesis import given
+from hypothesis import strategies as st
 
 from delivery import cloud_api
 from delivery.cloud_api import (
@@ -24,6 +26,8 @@ from delivery.cloud_api import (
     get_client,
     parse_response,
 )
+from delivery.simulator.config import TemplateSpec
+from delivery.simulator.validate import check_shape, check_template
 from tests.simulator_fixtures import SIM_PHONE_NUMBER_ID, SIM_TOKEN
 
 
@@ -177,6 +181,16 @@ def test_sent_bytes_are_the_built_body_with_bearer_token(client, simulator) -> N
     assert record["wamid"] == result.wamid
     assert result.wa_id == "16505551234"
     assert result.message_status == "accepted"
+
+
+def test_a_request_that_cannot_be_built_is_not_sent(client, simulator) -> None:
+    req = make_request(base_url=simulator.url, params={"header": {"type": "audio", "value": "x"}})
+    result = client.send(req)
+
+    assert isinstance(result, ApiError)
+    assert (result.code, result.may_have_reached_meta) == (100, False)
+    assert "audio" in result.details
+    assert simulator.stats()["requests"] == 0
 
 
 # --- error bodies (cloud-api.md §2.1) -----------------------------------------------------------
@@ -371,3 +385,30 @@ def test_get_client_is_one_per_process_and_uses_settings() -> None:
         )
     cloud_api._client = None
     client.close()
+
+
+@given(
+    body=st.lists(st.text(max_size=20), max_size=6),
+    header=st.sampled_from([None, "text", "image", "video", "document"]),
+    callback=st.text(max_size=512),
+)
+def test_built_bodies_pass_metas_checks_for_a_matching_template(body, header, callback) -> None:
+    params: dict[str, object] = {"body": body}
+    if header:
+        params["header"] = {"type": header, "value": "12345" if header != "text" else "Hi"}
+    template = TemplateSpec.from_dict(
+        {"name": "t", "language": "en_US", "body_params": len(body), "header": header}
+    )
+    built = build_message_body(make_request(params=params, callback_data=callback))
+
+    check_shape(built)
+    check_template(built, template)
+    assert built.get("biz_opaque_callback_data", "") == callback
+    if body:
+        sent = [
+            p["text"]
+            for c in built["template"]["components"]
+            if c["type"] == "body"
+            for p in c["parameters"]
+        ]
+        assert sent == body
