@@ -8,6 +8,9 @@ import json
 from collections import Counter
 from typing import Any
 
+import pytest
+import requests
+
 from tests.simulator.helpers import post, template_body
 from tests.simulator_fixtures import SIM_APP_SECRET, SIM_DISPLAY_NUMBER, SIM_PHONE_NUMBER_ID
 
@@ -197,3 +200,20 @@ def test_no_callback_url_no_webhooks(simulator, webhook_receiver) -> None:
     assert post(simulator.url, template_body()).ok
     assert simulator.wait_webhooks_idle(1)
     assert webhook_receiver.received == []
+
+
+def test_a_held_answer_still_reports_the_message_as_sent(simulator, webhook_receiver) -> None:
+    simulator.configure(
+        callback_url=webhook_receiver.url,
+        mode="all_timeout",
+        timeout_hold_s=1.0,
+        read_fraction=0,
+        delivered_fraction=0,
+    )
+    with pytest.raises(requests.ReadTimeout):
+        post(simulator.url, template_body(callback="wb:42"), timeout=0.2)
+    assert simulator.wait_webhooks_idle(5)
+
+    [sent] = statuses(webhook_receiver)
+    assert (sent["status"], sent["biz_opaque_callback_data"]) == ("sent", "wb:42")
+    assert sent["id"] == simulator.records()[0]["wamid"]
