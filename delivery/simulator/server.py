@@ -87,11 +87,21 @@ class SimulatorServer:
         if self.thread is None:
             return
         if self.runner is not None:
-            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+            asyncio.run_coroutine_threadsafe(self._shutdown(self.runner), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
         self.thread = None
+
+    @staticmethod
+    async def _shutdown(runner: web.AppRunner) -> None:
+        await runner.cleanup()
+        # Answers still held (simulated read timeouts) would outlive the loop otherwise.
+        current = asyncio.current_task()
+        rest = [task for task in asyncio.all_tasks() if task is not current]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
 
     def __enter__(self) -> SimulatorServer:
         return self.start()
