@@ -22,6 +22,12 @@ CREATE TEMP TABLE IF NOT EXISTS contact_import_staging (
 ) ON COMMIT DROP
 """
 
+# Imports run one at a time. Each holds the row locks of every contact it touched until it
+# commits; two imports of overlapping files, batch by batch in different orders, would each
+# wait for a row the other holds and PostgreSQL would abort one of them as a deadlock.
+# A transaction-scoped advisory lock queues the second import behind the first instead.
+IMPORT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('campaigns.contacts_import'))"
+
 COPY_SQL = "COPY contact_import_staging (phone, name, attributes) FROM STDIN"
 
 # One statement per batch: upsert the contacts, then add every one of them to the list.
@@ -78,12 +84,13 @@ SELECT
 class ContactWriter:
     """Writes batches of one import into the contacts table and one list.
 
-    Must run inside a transaction (the staging table lives until commit).
+    Must run inside a transaction: the staging table and the import lock last until commit.
     """
 
     def __init__(self, *, list_id: int) -> None:
         self.list_id = list_id
         with connection.cursor() as cursor:
+            cursor.execute(IMPORT_LOCK_SQL)
             cursor.execute(CREATE_STAGING_SQL)
 
     def write(self, batch: ContactBatch) -> tuple[int, int]:

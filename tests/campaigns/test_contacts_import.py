@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import csv
+import threading
 from pathlib import Path
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.db import connection
 
 from campaigns.importers import ImportFileError
 from campaigns.models import Contact, ContactList, ListMembership
-from campaigns.services import contacts_import
+from campaigns.services import ContactImportResult, contacts_import
 from tests.factories import make_contact, make_contact_list
 
 pytestmark = pytest.mark.django_db
@@ -186,3 +188,33 @@ def test_special_characters_survive_copy(tmp_path: Path) -> None:
     contact = Contact.objects.get()
     assert contact.name == "Tab\there \\ back"
     assert contact.attributes == {"note": 'line\nbreak "q"'}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_imports_of_overlapping_files_both_succeed(tmp_path: Path) -> None:
+    phones = [f"+55119999{i:05d}" for i in range(300)]
+    forward = csv_file(tmp_path, "phone\n" + "\n".join(phones) + "\n", "forward.csv")
+    backward = csv_file(tmp_path, "phone\n" + "\n".join(reversed(phones)) + "\n", "back.csv")
+    results: dict[str, ContactImportResult] = {}
+    errors: list[BaseException] = []
+
+    def run(path: Path, list_name: str) -> None:
+        try:
+            results[list_name] = contacts_import(path=path, list_name=list_name, batch_size=10)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [
+        threading.Thread(target=run, args=(forward, "a")),
+        threading.Thread(target=run, args=(backward, "b")),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert results["a"].imported + results["b"].imported == 300
+    assert results["a"].merged + results["b"].merged == 300
+    assert members("a") == members("b") == set(phones)
