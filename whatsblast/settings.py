@@ -103,6 +103,7 @@ INSTALLED_APPS = [
     "campaigns",
     "delivery",
     "webhooks",
+    "whatsblast",
 ]
 
 MIDDLEWARE = [

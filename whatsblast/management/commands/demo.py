@@ -1,0 +1,227 @@
+"""``manage.py demo``: the whole system on one machine, sending a campaign to the simulator.
+
+Starts (with the embedded PostgreSQL and Redis when no URLs are set) the Cloud API
+simulator, the web server on 127.0.0.1:8000 (admin and Meta's webhook), two RQ workers
+and the ticker; creates a demo admin user, a number, a template and a list of contacts;
+launches the campaign and draws its progress until it completes. The admin stays up until
+Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import csv
+import secrets
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from whatsblast.processes import ProcessGroup, port_is_free, wait_for_http
+
+DEMO_NUMBER_ID = "100000000000001"
+DEMO_TOKEN = "demo-access-token"  # noqa: S105 - the simulator's token, not a real one
+DEMO_TEMPLATE = "spring_sale"
+DEMO_LIST = "demo customers"
+
+
+class Command(BaseCommand):
+    help = "Run the whole system locally and send a demo campaign to the Cloud API simulator."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--contacts", type=int, default=20_000)
+        parser.add_argument("--rate", type=int, default=250, help="number's msg/s")
+        parser.add_argument("--reserve", type=float, default=0.2)
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--sim-port", type=int, default=9009)
+        parser.add_argument("--latency-ms", type=float, default=250)
+        parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument(
+            "--exit-when-done", action="store_true", help="stop everything when the campaign ends"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        for port in (options["port"], options["sim_port"]):
+            if not port_is_free(port):
+                raise CommandError(f"port {port} is in use; stop what runs there or pass --port")
+        call_command("migrate", verbosity=0)
+        password = self._admin_user()
+        secret = settings.WHATSAPP_APP_SECRET or secrets.token_hex(16)
+        verify = settings.WHATSAPP_VERIFY_TOKEN or secrets.token_hex(8)
+        web = f"http://127.0.0.1:{options['port']}"
+        sim = f"http://127.0.0.1:{options['sim_port']}"
+        env = {
+            "DATABASE_URL": settings.DATABASE_URL,
+            "REDIS_URL": settings.REDIS_URL,
+            "WHATSAPP_APP_SECRET": secret,
+            "WHATSAPP_VERIFY_TOKEN": verify,
+            "DEBUG": "1" if settings.DEBUG else "0",
+            "SECRET_KEY": settings.SECRET_KEY,
+        }
+        group = ProcessGroup(settings.DATA_DIR / "logs", env)
+        stop = _install_stop_handler()
+        try:
+            self._start(group, options, web, sim, secret)
+            campaign_id = self._prepare(options, sim)
+            self.stdout.write(
+                f"\nAdmin: {web}/admin/  user: demo  password: {password}\n"
+                f"Simulator: {sim}/_sim/stats   logs: {group.log_dir}\n"
+            )
+            self._follow(campaign_id, group, stop)
+            if options["exit_when_done"]:
+                return
+            self.stdout.write("\nThe admin stays up. Ctrl-C stops everything.\n")
+            while not stop():
+                group.check()
+                time.sleep(0.5)
+        finally:
+            group.stop()
+
+    def _admin_user(self) -> str:
+        password = secrets.token_urlsafe(12)
+        user_model = get_user_model()
+        user, _ = user_model.objects.get_or_create(
+            username="demo", defaults={"is_staff": True, "is_superuser": True}
+        )
+        user.set_password(password)
+        user.save()
+        return password
+
+    def _start(
+        self, group: ProcessGroup, options: dict[str, Any], web: str, sim: str, secret: str
+    ) -> None:
+        group.manage(
+            "simulator",
+            "simulator",
+            "--port", str(options["sim_port"]),
+            "--latency-ms", str(options["latency_ms"]),
+            "--jitter-ms", str(options["latency_ms"] / 5),
+            "--no-pair-limit",
+            "--number", f"{DEMO_NUMBER_ID}:{DEMO_TOKEN}:{options['rate']}",
+            "--template", f"{DEMO_TEMPLATE}:en_US:1",
+            "--callback-url", f"{web}/webhooks/whatsapp",
+            "--app-secret", secret,
+            "--webhook-batch-size", "50",
+        )  # fmt: skip
+        group.start(
+            "web",
+            [
+                "-m", "gunicorn", "whatsblast.wsgi",
+                "--bind", web.removeprefix("http://"),
+                "--workers", "2", "--threads", "4",
+                "--access-logfile", "-",
+            ],
+        )  # fmt: skip
+        for index in range(options["workers"]):
+            group.manage(
+                f"worker-{index + 1}",
+                "rqworker", "transactional", "campaigns", "maintenance",
+                *(["--with-scheduler"] if index == 0 else []),
+            )  # fmt: skip
+        group.manage("ticker", "ticker", "--every", "1")
+        wait_for_http(f"{sim}/_sim/stats")
+        wait_for_http(f"{web}/healthz")
+        group.check()
+
+    def _prepare(self, options: dict[str, Any], sim: str) -> int:
+        from campaigns.launch import campaign_start
+        from campaigns.models import BusinessAccount, PhoneNumber, Template
+        from campaigns.services import campaign_create, contacts_import
+
+        account, _ = BusinessAccount.objects.update_or_create(
+            waba_id="demo-waba",
+            defaults={"name": "Demo business", "messaging_limit_tier": "TIER_UNLIMITED"},
+        )
+        PhoneNumber.objects.update_or_create(
+            phone_number_id=DEMO_NUMBER_ID,
+            defaults={
+                "display_phone_number": "+15550100001",
+                "account": account,
+                "access_token": DEMO_TOKEN,
+                "rate_per_second": options["rate"],
+                "transactional_reserve": options["reserve"],
+                "api_base_url": sim,
+            },
+        )
+        Template.objects.update_or_create(
+            account=account,
+            name=DEMO_TEMPLATE,
+            language="en_US",
+            defaults={"body_text": "Hi {{1}}, spring sale starts today!", "body_param_count": 1},
+        )
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "contacts.csv"
+            _write_contacts(path, options["contacts"])
+            result = contacts_import(path=path, list_name=DEMO_LIST, region="BR")
+        self.stdout.write(
+            f"Imported {result.rows_total:,} contacts into '{DEMO_LIST}' "
+            f"({result.rows_per_second:,.0f} rows/s, {result.rejected} rejected)"
+        )
+        campaign = campaign_create(
+            name=f"Spring sale {time.strftime('%H:%M:%S')}",
+            phone_number_id=DEMO_NUMBER_ID,
+            template_name=DEMO_TEMPLATE,
+            list_names=[DEMO_LIST],
+            param_mapping={"body": {"1": {"field": "name"}}},
+        )
+        summary = campaign_start(campaign=campaign)
+        self.stdout.write(
+            f"Campaign {campaign.pk} launched: {summary.pending} recipients at "
+            f"{options['rate'] * (1 - options['reserve']):.0f} msg/s"
+        )
+        return campaign.pk
+
+    def _follow(self, campaign_id: int, group: ProcessGroup, stop: Any) -> None:
+        from campaigns.models import Campaign
+        from campaigns.selectors import campaign_progress
+
+        while not stop():
+            group.check()
+            campaign = Campaign.objects.get(pk=campaign_id)
+            progress = campaign_progress(campaign=campaign)
+            sys.stdout.write("\r" + _progress_line(progress))
+            sys.stdout.flush()
+            if progress.status in ("completed", "cancelled"):
+                sys.stdout.write("\n")
+                return
+            time.sleep(0.5)
+
+
+def _progress_line(progress: Any) -> str:
+    counts = progress.counts
+    done = progress.total - progress.remaining
+    width = 30
+    filled = int(width * done / progress.total) if progress.total else width
+    eta = f"{progress.eta_seconds:.0f}s" if progress.eta_seconds is not None else "?"
+    return (
+        f"[{'#' * filled}{'.' * (width - filled)}] {done}/{progress.total}  "
+        f"sent {counts.get('sent', 0)} delivered {counts.get('delivered', 0)} "
+        f"read {counts.get('read', 0)} failed {counts.get('failed', 0) + counts.get('dead', 0)}  "
+        f"{progress.rate_per_second:.0f} msg/s  ETA {eta}  ({progress.status})   "
+    )
+
+
+def _write_contacts(path: Path, count: int) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["phone", "name"])
+        for i in range(count):
+            writer.writerow([f"+55 11 9{i:08d}", f"Customer {i}"])
+
+
+def _install_stop_handler() -> Any:
+    stopped = False
+
+    def handler(*_: object) -> None:
+        nonlocal stopped
+        stopped = True
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    return lambda: stopped
