@@ -74,6 +74,8 @@ class ProcessGroup:
 
     def kill(self, child: Child, sig: int = signal.SIGKILL) -> None:
         """Signal the child's whole process group (an RQ worker and its work horse)."""
+        if child in self.children:
+            self.children.remove(child)  # its exit is wanted, not a failure
         try:
             os.killpg(child.process.pid, sig)
         except ProcessLookupError:
@@ -93,7 +95,8 @@ class ProcessGroup:
             try:
                 child.process.wait(remaining)
             except subprocess.TimeoutExpired:
-                self.kill(child)
+                os.killpg(child.process.pid, signal.SIGKILL)
+                child.process.wait(10)
         self.children.clear()
 
 
