@@ -19,7 +19,13 @@ from django.test import override_settings
 from campaigns.launch import campaign_start
 from campaigns.models import CampaignStatus
 from delivery.models import Message, MessageStatus
-from tests.engine_support import campaign_on, max_per_second, number_on, running_simulator
+from tests.engine_support import (
+    campaign_on,
+    database_url,
+    max_per_second,
+    number_on,
+    running_simulator,
+)
 from whatsblast.processes import ProcessGroup
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -29,9 +35,8 @@ APP_SECRET = "process-test-secret"  # noqa: S105
 
 @pytest.fixture
 def processes(tmp_path, settings) -> Iterator[ProcessGroup]:
-    db = connection.settings_dict
     env = {
-        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
+        "DATABASE_URL": database_url(connection.settings_dict),
         "REDIS_URL": settings.REDIS_URL,
         "DEBUG": "1",
         "WHATSAPP_APP_SECRET": APP_SECRET,
