@@ -8,7 +8,7 @@ billing fields seen), then written with one ``UPDATE … FROM unnest(…)`` whos
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -103,7 +103,18 @@ def statuses_reduce(matched: Iterable[tuple[int, StatusUpdate]]) -> list[Message
     grouped: dict[int, list[StatusUpdate]] = defaultdict(list)
     for message_id, status in matched:
         grouped[message_id].append(status)
-    return [_reduce_one(message_id, grouped[message_id]) for message_id in sorted(grouped)]
+    updates = [_reduce_one(message_id, grouped[message_id]) for message_id in sorted(grouped)]
+    return _wamids_unique(updates)
+
+
+def _wamids_unique(updates: list[MessageUpdate]) -> list[MessageUpdate]:
+    """Offer no wamid that two messages of the batch claim (the column is unique).
+
+    Only contradictory callback data can cause it; the statuses still apply, the wamid
+    stays unrecorded rather than failing the whole batch on the unique index.
+    """
+    claims = Counter(u.wamid for u in updates if u.wamid)
+    return [replace(u, wamid=None) if u.wamid and claims[u.wamid] > 1 else u for u in updates]
 
 
 def _reduce_one(message_id: int, statuses: list[StatusUpdate]) -> MessageUpdate:
@@ -159,6 +170,7 @@ _FAILS = f"({_ADVANCES} AND u.status = 'failed')"
 #   (dead, skipped, cancelled), and NULL > x is never true, so they are not touched.
 # - Timestamps, the wamid and the billing fields only fill blanks, so a late `delivered`
 #   still records its time and pricing under a `read` without moving the status back.
+#   (A wamid is offered only when no row holds it yet: statuses_resolve/_wamids_unique.)
 # - The failure is written only when `failed` is the status being applied, and appended to
 #   the row's error history, so a failed callback arriving after `delivered` changes nothing.
 # - The WHERE clause lets through only rows that gain something: re-applying the same batch
@@ -167,10 +179,7 @@ _FAILS = f"({_ADVANCES} AND u.status = 'failed')"
 MESSAGE_UPDATE_SQL = f"""
 UPDATE delivery_message AS m SET
     status = CASE WHEN {_ADVANCES} THEN u.status ELSE m.status END,
-    wamid = CASE
-        WHEN m.wamid IS NULL AND u.wamid IS NOT NULL
-             AND NOT EXISTS (SELECT 1 FROM delivery_message AS o WHERE o.wamid = u.wamid)
-        THEN u.wamid ELSE m.wamid END,
+    wamid = COALESCE(m.wamid, u.wamid),
     sent_at = COALESCE(m.sent_at, u.sent_at),
     delivered_at = COALESCE(m.delivered_at, u.delivered_at),
     read_at = COALESCE(m.read_at, u.read_at),

@@ -278,3 +278,20 @@ def test_a_status_without_a_timestamp_takes_its_event_time() -> None:
     message.refresh_from_db()
     assert message.status == "read"
     assert message.read_at == WebhookEvent.objects.get().received_at
+
+
+def test_one_wamid_claimed_by_two_messages_is_not_recorded_but_both_statuses_apply() -> None:
+    a = make_message(status="sending", wamid=None)
+    b = make_message(status="sending", wamid=None)
+    payload = fixture_json("status_sent")
+    value = payload["entry"][0]["changes"][0]["value"]
+    first = value["statuses"][0]
+    value["statuses"] = [
+        dict(first, biz_opaque_callback_data=a.callback_data),
+        dict(first, biz_opaque_callback_data=b.callback_data),
+    ]
+    report = store_and_apply(payload)
+    a.refresh_from_db()
+    b.refresh_from_db()
+    assert (a.status, a.wamid, b.status, b.wamid) == ("sent", None, "sent", None)
+    assert report.failed == 0

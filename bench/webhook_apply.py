@@ -1,0 +1,226 @@
+"""Statuses/s the webhook applier settles: batched (the real applier) vs one row at a time.
+
+Inserts ``--messages`` N messages (in `sending`, with wamids) and N×3 statuses (sent,
+delivered, read for each, shuffled so reads often come before delivered) stored as events
+of ``--per-event`` statuses, the shape Meta batches in. Half the statuses carry our callback
+data, half only the wamid. Then:
+
+- batched: ``webhooks.applier.events_drain`` (SKIP LOCKED batches, one guarded
+  ``UPDATE … FROM unnest`` per batch), timed end to end including parsing;
+- one row at a time: the same events re-parsed, each status written by its own guarded
+  UPDATE and commit (what a naive handler does per webhook), on a ``--baseline-fraction``
+  of the events to keep it short.
+
+Prints one JSON object. Everything the run inserted is deleted afterwards; run it against a
+scratch database:
+
+    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/webhook_apply.py [--messages 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+import django
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "whatsblast.settings")
+os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
+django.setup()
+
+from django.db import connection, transaction  # noqa: E402
+from django.db.models import Count  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from campaigns.models import BusinessAccount, PhoneNumber  # noqa: E402
+from delivery.models import Message  # noqa: E402
+from webhooks.applier import events_drain  # noqa: E402
+from webhooks.models import WebhookEvent  # noqa: E402
+from webhooks.payloads import body_parse  # noqa: E402
+from webhooks.statuses import CURRENT_RANK  # noqa: E402
+
+KINDS = ("sent", "delivered", "read")
+
+
+def messages_insert(number: PhoneNumber, count: int, tag: str) -> list[int]:
+    """N messages in `sending`, with wamids, as the sender leaves them."""
+    now = timezone.now()
+    rows = [
+        Message(
+            phone_number=number,
+            to=f"+1555{n:07d}",
+            status="sending",
+            attempt=1,
+            next_attempt_at=now,
+            claimed_at=now,
+            wamid=f"wamid.{tag}.{n}",
+        )
+        for n in range(1, count + 1)
+    ]
+    return [m.pk for m in Message.objects.bulk_create(rows, batch_size=5000)]
+
+
+def events_insert(bodies: list[bytes]) -> None:
+    """Stored as the endpoint stores them (pending), without waking an applier job."""
+    WebhookEvent.objects.bulk_create(
+        [WebhookEvent(body=b, body_sha256=hashlib.sha256(b).hexdigest()) for b in bodies],
+        batch_size=500,
+    )
+
+
+def events_build(ids: list[int], tag: str, per_event: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    items = []
+    for n, message_id in enumerate(ids, start=1):
+        base = 1_750_000_000 + n
+        for offset, kind in enumerate(KINDS):
+            item = {
+                "id": f"wamid.{tag}.{n}",
+                "status": kind,
+                "timestamp": str(base + offset * 5),
+                "recipient_id": f"1555{n:07d}",
+            }
+            if n % 2:
+                item["biz_opaque_callback_data"] = f"wb:{message_id}"
+            items.append(item)
+    rng.shuffle(items)
+    bodies = []
+    for start in range(0, len(items), per_event):
+        payload = {
+            "object": "whatsapp_business_account",
+            "entry": [
+                {
+                    "id": "bench-waba",
+                    "changes": [
+                        {
+                            "field": "messages",
+                            "value": {
+                                "messaging_product": "whatsapp",
+                                "metadata": {"phone_number_id": "bench-number"},
+                                "statuses": items[start : start + per_event],
+                            },
+                        }
+                    ],
+                }
+            ],
+        }
+        bodies.append(json.dumps(payload, separators=(",", ":")).encode())
+    return bodies
+
+
+def _rank(column: str) -> str:
+    cases = " ".join(f"WHEN '{s}' THEN {r}" for s, r in CURRENT_RANK.items())
+    return f"(CASE {column} {cases} END)"
+
+
+# What a per-webhook handler does: one guarded UPDATE per status, one commit each.
+ONE_ROW_SQL = f"""
+UPDATE delivery_message SET status = %(status)s,
+    sent_at = CASE WHEN %(status)s = 'sent' THEN %(at)s ELSE sent_at END,
+    delivered_at = CASE WHEN %(status)s = 'delivered' THEN %(at)s ELSE delivered_at END,
+    read_at = CASE WHEN %(status)s = 'read' THEN %(at)s ELSE read_at END
+WHERE (id = %(id)s OR wamid = %(wamid)s)
+  AND {_rank("%(status)s")} > {_rank("status")}
+"""  # noqa: S608
+
+
+def one_row_at_a_time(bodies: list[bytes]) -> tuple[int, float]:
+    started = time.perf_counter()
+    count = 0
+    for body in bodies:
+        for status in body_parse(json.loads(body)).statuses:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    ONE_ROW_SQL,
+                    {
+                        "status": status.status,
+                        "at": status.timestamp,
+                        "id": status.message_id or 0,
+                        "wamid": status.wamid,
+                    },
+                )
+            count += 1
+    return count, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--per-event", type=int, default=100)
+    parser.add_argument("--batch-events", type=int, default=None)
+    parser.add_argument("--baseline-fraction", type=float, default=0.1)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+
+    tag = f"bench{int(time.time())}"
+    account = BusinessAccount.objects.create(waba_id=f"{tag}-waba")
+    number = PhoneNumber.objects.create(
+        phone_number_id=f"{tag}-number",
+        display_phone_number="+15550000000",
+        account=account,
+        access_token="bench",
+    )
+    first_event = WebhookEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    try:
+        ids = messages_insert(number, args.messages, tag)
+        bodies = events_build(ids, tag, args.per_event, args.seed)
+        statuses = 3 * len(ids)
+        events_insert(bodies)
+
+        started = time.perf_counter()
+        report = events_drain(budget_seconds=3600, batch_events=args.batch_events)
+        batched_s = time.perf_counter() - started
+        counts = dict(
+            WebhookEvent.objects.filter(id__gt=first_event)
+            .values_list("status")
+            .annotate(n=Count("id"))
+        )
+        final = dict(number.messages.values_list("status").annotate(n=Count("id")))
+
+        # The baseline on fresh rows: back to `sending`, timestamps cleared.
+        number.messages.update(status="sending", sent_at=None, delivered_at=None, read_at=None)
+        sample = bodies[: max(1, int(len(bodies) * args.baseline_fraction))]
+        one_row_count, one_row_s = one_row_at_a_time(sample)
+
+        batched_rate = statuses / batched_s
+        one_row_rate = one_row_count / one_row_s
+        print(
+            json.dumps(
+                {
+                    "messages": len(ids),
+                    "statuses": statuses,
+                    "events": len(bodies),
+                    "statuses_per_event": args.per_event,
+                    "batched": {
+                        "seconds": round(batched_s, 3),
+                        "statuses_per_s": round(batched_rate),
+                        "messages_updated": report.messages_updated,
+                        "events": counts,
+                        "final_statuses": final,
+                    },
+                    "one_row_at_a_time": {
+                        "statuses": one_row_count,
+                        "seconds": round(one_row_s, 3),
+                        "statuses_per_s": round(one_row_rate),
+                    },
+                    "speedup": round(batched_rate / one_row_rate, 1),
+                }
+            )
+        )
+    finally:
+        WebhookEvent.objects.filter(id__gt=first_event).delete()
+        number.messages.all().delete()
+        number.delete()
+        account.delete()
+
+
+if __name__ == "__main__":
+    main()
