@@ -408,7 +408,10 @@ class ContactReader:
         except LookupError as exc:
             raise ImportFileError(f"unknown encoding {self.encoding!r}") from exc
         self._close = stream.close
-        sample = stream.read(SNIFF_BYTES)
+        try:
+            sample = stream.read(SNIFF_BYTES)
+        except UnicodeDecodeError as exc:
+            raise ImportFileError(f"the file is not {self.encoding} text ({exc.reason})") from exc
         stream.seek(0)
         self.delimiter, skip_first_line = sniff_delimiter(sample)
         if skip_first_line:
@@ -478,6 +481,8 @@ def _csv_rows(reader: Any, *, first_line: int) -> Iterator[tuple[int, list[str]]
             line = reader.line_num + 1 + (first_line - 1)
     except csv.Error as exc:
         raise ImportFileError(f"line {line}: malformed CSV ({exc})") from exc
+    except UnicodeDecodeError as exc:  # only with a forced --encoding; detection scans first
+        raise ImportFileError(f"near line {line}: not {exc.encoding} text ({exc.reason})") from exc
 
 
 def _xlsx_rows(rows: Iterable[tuple[Any, ...]]) -> Iterator[tuple[int, list[str]]]:

@@ -362,3 +362,15 @@ def test_shortcut_takes_the_common_cases() -> None:
     assert normalise._fast("(11) 99999-0001") == "+5511999990001"
     assert normalise._fast("011 99999-0001") is None  # national prefix: left to parse
     assert normalise("011 99999-0001") == ("+5511999990001", None)
+
+
+def test_wrong_forced_encoding_is_a_clear_error(tmp_path: Path) -> None:
+    rows = "".join(f"+55119999{i:05d},Ana\n" for i in range(5000))
+    path = write(tmp_path, ("phone,name\n" + rows + "+5511999990001,Jo\xe3o\n").encode("cp1252"))
+    with pytest.raises(ImportFileError, match="not utf-8 text"):
+        read(path, encoding="utf-8")
+    with (
+        pytest.raises(ImportFileError, match=r"near line \d+: not utf-8 text"),
+        ContactReader(path, encoding="utf-8") as reader,
+    ):
+        list(reader)
