@@ -88,6 +88,20 @@ class Message(models.Model):
     conversation_id = models.CharField(max_length=128, blank=True)
     pricing_category = models.CharField(max_length=32, blank=True)
     billable = models.BooleanField(null=True, blank=True)
+    # Transactional API sends: which key asked, under which Idempotency-Key, with which body
+    # (SHA-256 of its canonical JSON), so a retried request finds its message again.
+    # No full index: campaign rows (nearly all of them) leave it NULL; the partial index
+    # below covers API sends only.
+    api_key = models.ForeignKey(
+        "delivery.ApiKey",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    request_sha256 = models.CharField(max_length=64, blank=True)
 
     class Meta:
         constraints = [
@@ -96,6 +110,13 @@ class Message(models.Model):
                 fields=("campaign", "to"),
                 condition=models.Q(campaign__isnull=False),
                 name="message_unique_recipient_per_campaign",
+            ),
+            # Two concurrent retries of one API request: the second INSERT fails here and
+            # finds the first one's message instead of sending twice.
+            models.UniqueConstraint(
+                fields=("api_key", "idempotency_key"),
+                condition=models.Q(idempotency_key__isnull=False),
+                name="message_unique_idempotency_key_per_api_key",
             ),
         ]
         indexes = [
@@ -118,6 +139,11 @@ class Message(models.Model):
                 name="message_in_doubt_idx",
             ),
             models.Index(fields=("campaign", "status"), name="message_campaign_status_idx"),
+            models.Index(
+                fields=("api_key",),
+                condition=models.Q(api_key__isnull=False),
+                name="message_api_key_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -176,3 +202,43 @@ class DeadLetter(models.Model):
 
     def __str__(self) -> str:
         return f"dead letter for message {self.message_id}"
+
+
+class ApiKey(models.Model):
+    """A credential for the transactional API: stored hashed, scoped to phone numbers.
+
+    The key handed out is ``wb_<prefix>_<secret>``. ``prefix`` is public and unique (it
+    finds the row); only the SHA-256 of the whole key is stored, so a database leak gives
+    nobody a working key. A plain hash is enough: the secret is 256 random bits, nothing a
+    dictionary attack could guess, unlike a password.
+    """
+
+    name = models.CharField(max_length=200)
+    prefix = models.CharField(max_length=16, unique=True, editable=False)
+    key_sha256 = models.CharField(max_length=64, editable=False)
+    # Explicit scope: a key with no numbers and all_numbers off may send nothing.
+    phone_numbers = models.ManyToManyField(
+        "campaigns.PhoneNumber", blank=True, related_name="api_keys"
+    )
+    all_numbers = models.BooleanField(
+        default=False, help_text="May use every phone number, present and future."
+    )
+    requests_per_second = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="This key's request quota; empty means API_DEFAULT_REQUESTS_PER_SECOND.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ("-created_at",)
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
