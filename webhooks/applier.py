@@ -113,7 +113,8 @@ def _events_lock(*, limit: int, event_ids: list[int] | None) -> list[_Event]:
             [event_ids, limit] if event_ids is not None else [limit],
         )
         heads = cursor.fetchall()
-        chosen, total = [], 0
+        chosen: list[tuple[int, datetime]] = []
+        total = 0
         for event_id, received_at, size in heads:
             if chosen and total + size > BATCH_MAX_BYTES:
                 break

@@ -170,11 +170,11 @@ def _contacts_opt_out(
     A stop older than the contact's latest opt-in is history, not a new wish. Transactional
     messages (codes, receipts) are not marketing and still go out.
     """
-    by_id = {c.id: c for c in contacts.values()}
+    opted_in = {c.id: c.opted_in_at for c in contacts.values()}
     ids = [
         contact_id
         for contact_id, said_at in opting_out.items()
-        if by_id[contact_id].opted_in_at is None or by_id[contact_id].opted_in_at < said_at
+        if (since := opted_in[contact_id]) is None or since < said_at
     ]
     if not ids:
         return 0

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 OBJECT_WHATSAPP = "whatsapp_business_account"
 # Our message id rides in ``biz_opaque_callback_data`` (Message.callback_data).
@@ -380,7 +380,7 @@ def _text(value: Any, limit: int) -> str:
     return ""
 
 
-def _is_wamid(value: Any) -> bool:
+def _is_wamid(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and 0 < len(value) <= WAMID_MAX and "\x00" not in value
 
 

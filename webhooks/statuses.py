@@ -80,7 +80,7 @@ def statuses_resolve(statuses: Sequence[StatusUpdate]) -> Resolution:
     matched: list[tuple[int, StatusUpdate]] = []
     unmatched: list[int] = []
     for index, status in enumerate(statuses):
-        if status.message_id in known_ids:
+        if status.message_id is not None and status.message_id in known_ids:
             matched.append((status.message_id, status))
         elif status.wamid in by_wamid:
             matched.append((by_wamid[status.wamid], status))
@@ -243,4 +243,4 @@ def message_updates_write(updates: Sequence[MessageUpdate]) -> int:
             column.append(value)
     with connection.cursor() as cursor:
         cursor.execute(MESSAGE_UPDATE_SQL, columns)
-        return cursor.rowcount
+        return int(cursor.rowcount)

@@ -80,7 +80,7 @@ def unmatched_store(*, statuses: Sequence[tuple[StatusUpdate, int | None]], now:
             """,
             [now, now + timedelta(seconds=1), *columns],
         )
-        return cursor.rowcount
+        return int(cursor.rowcount)
 
 
 def unmatched_settle(
