@@ -30,8 +30,9 @@ from webhooks.unmatched import Retry, unmatched_due_lock, unmatched_settle, unma
 logger = logging.getLogger(__name__)
 
 # Bodies read per batch, whatever the event count: Meta's bodies reach 3 MB, and a batch
-# holds its bodies and their parsed items in memory at once.
-BATCH_MAX_BYTES = 32 * 1024 * 1024
+# holds its bodies and their parsed items in memory at once. 8 MB is some 30,000 statuses,
+# about a second of row locks in the UPDATE.
+BATCH_MAX_BYTES = 8 * 1024 * 1024
 # Pause after a lock timeout or deadlock before the batch is tried again.
 TRANSIENT_RETRY_DELAY_S = 0.2
 

@@ -83,8 +83,8 @@ def applier_debounce_clear() -> None:
 def events_requeue(*, event_ids: Sequence[int]) -> int:
     """Put failed or processed events back in line (support's retry); returns how many.
 
-    Re-applying is safe: status updates only move forward and every other effect is keyed
-    (inbound wamid, template status, opt-out time kept when set).
+    Statuses re-apply harmlessly (they only move forward, blanks only fill) and inbound
+    messages are keyed by wamid; template and account events take effect again as sent.
     """
     count = WebhookEvent.objects.filter(
         id__in=event_ids,

@@ -219,3 +219,18 @@ def test_the_management_command_applies_and_reports_as_json() -> None:
     assert message.status == "read"
     stats = webhook_stats()
     assert (stats["events_pending"], stats["unmatched_waiting"]) == (0, 1)
+
+
+@pytest.mark.django_db
+def test_a_batch_reads_bodies_up_to_its_byte_budget_and_at_least_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from webhooks import applier
+
+    for n in range(3):
+        store(status_for("status_read", f"wamid.BUDGET-{n}"))
+    monkeypatch.setattr(applier, "BATCH_MAX_BYTES", 1)
+    assert events_apply_batch().events == 1
+    assert WebhookEvent.objects.filter(status=WebhookEventStatus.PENDING).count() == 2
+    monkeypatch.setattr(applier, "BATCH_MAX_BYTES", 10**9)
+    assert events_apply_batch().events == 2
