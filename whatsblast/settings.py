@@ -90,6 +90,13 @@ OPT_OUT_KEYWORDS = env_list(
 )
 # --- end webhooks ----------------------------------------------------------------------------
 
+# --- transactional API (delivery/api) --------------------------------------------------------
+# Largest request body accepted; a template send with every parameter is a few KiB.
+API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1024, maximum=1024 * 1024)
+# Requests per second one API key may make unless the key sets its own quota.
+API_DEFAULT_REQUESTS_PER_SECOND = env_int("API_DEFAULT_REQUESTS_PER_SECOND", 50, minimum=1)
+# --- end transactional API -------------------------------------------------------------------
+
 # --- Django ----------------------------------------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",

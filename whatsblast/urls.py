@@ -9,5 +9,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     path("webhooks/", include("webhooks.urls")),
+    path("api/v1/", include("delivery.api.urls")),
     path("", include("django_prometheus.urls")),
 ]

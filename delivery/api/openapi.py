@@ -1,0 +1,407 @@
+"""The API's OpenAPI 3.1 description, written by hand and checked against real responses.
+
+tests/api/test_openapi.py validates the document itself and every response the test suite
+provokes against it, so a change to a view that is not mirrored here fails a test.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from delivery.api import validation as v
+from delivery.models import MessageStatus
+
+_STRING_PARAM = {"type": "string", "minLength": 1, "maxLength": v.MAX_PARAM}
+
+_SCHEMAS: dict[str, Any] = {
+    "HeaderParam": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["value"],
+        "properties": {
+            "type": {"enum": list(v.HEADER_TYPES), "default": "text"},
+            "value": {
+                **_STRING_PARAM,
+                "description": "Text, or for media a link or a media id from Meta's upload.",
+            },
+        },
+    },
+    "ButtonParam": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["sub_type", "value"],
+        "properties": {
+            "sub_type": {"enum": list(v.BUTTON_SUB_TYPES)},
+            "index": {
+                "type": "integer",
+                "minimum": 0,
+                "maximum": v.MAX_BUTTONS - 1,
+                "description": "The button's position; defaults to its position in the list.",
+            },
+            "value": {**_STRING_PARAM, "description": "Quick-reply payload or URL suffix."},
+        },
+    },
+    "TemplateParams": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "body": {
+                "description": (
+                    "Positional templates ({{1}}, {{2}}) take a list in order; named "
+                    "templates an object of name -> value. The count must match the template."
+                ),
+                "oneOf": [
+                    {"type": "array", "maxItems": v.MAX_BODY_PARAMS, "items": _STRING_PARAM},
+                    {
+                        "type": "object",
+                        "maxProperties": v.MAX_BODY_PARAMS,
+                        "additionalProperties": _STRING_PARAM,
+                    },
+                ],
+            },
+            "header": {
+                "oneOf": [
+                    {"$ref": "#/components/schemas/HeaderParam"},
+                    {
+                        "type": "array",
+                        "minItems": 1,
+                        "maxItems": 1,
+                        "items": {"$ref": "#/components/schemas/HeaderParam"},
+                    },
+                ]
+            },
+            "buttons": {
+                "type": "array",
+                "maxItems": v.MAX_BUTTONS,
+                "items": {"$ref": "#/components/schemas/ButtonParam"},
+            },
+        },
+    },
+    "TemplateSend": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["name", "language"],
+        "properties": {
+            "name": {"type": "string", "minLength": 1, "maxLength": v.MAX_NAME},
+            "language": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": v.MAX_LANGUAGE,
+                "examples": ["en_US", "pt_BR"],
+            },
+            "params": {"$ref": "#/components/schemas/TemplateParams"},
+        },
+    },
+    "MessageRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["phone_number_id", "to"],
+        "properties": {
+            "phone_number_id": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": v.MAX_PHONE_NUMBER_ID,
+                "description": "Meta's id of the business phone number to send from.",
+            },
+            "to": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": v.MAX_TO,
+                "description": "Recipient in international (E.164) form.",
+                "examples": ["+5511999990000"],
+            },
+            "template": {"$ref": "#/components/schemas/TemplateSend"},
+            "text": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": v.MAX_TEXT,
+                "description": (
+                    "Free-form text: only within 24 h of the recipient's last message to "
+                    "this number (the customer-service window), else 422."
+                ),
+            },
+        },
+        "oneOf": [{"required": ["template"]}, {"required": ["text"]}],
+    },
+    "MessageAccepted": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["id", "status", "status_url"],
+        "properties": {
+            "id": {"type": "integer"},
+            "status": {"$ref": "#/components/schemas/Status"},
+            "status_url": {"type": "string", "format": "uri"},
+        },
+    },
+    "Status": {"enum": [choice.value for choice in MessageStatus]},
+    "MessageError": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["code", "title", "details"],
+        "properties": {
+            "code": {
+                "type": ["integer", "null"],
+                "description": "Meta's error code, e.g. 131026.",
+            },
+            "title": {"type": "string"},
+            "details": {"type": "string"},
+        },
+    },
+    "Message": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [
+            "id",
+            "status",
+            "phone_number_id",
+            "to",
+            "template",
+            "wamid",
+            "attempt",
+            "error",
+            "created_at",
+            "sent_at",
+            "delivered_at",
+            "read_at",
+            "failed_at",
+            "status_url",
+        ],
+        "properties": {
+            "id": {"type": "integer"},
+            "status": {"$ref": "#/components/schemas/Status"},
+            "phone_number_id": {"type": "string"},
+            "to": {"type": "string"},
+            "template": {
+                "oneOf": [
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["name", "language"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "language": {"type": "string"},
+                        },
+                    },
+                    {"type": "null"},
+                ]
+            },
+            "wamid": {"type": ["string", "null"], "description": "Meta's message id once sent."},
+            "attempt": {"type": "integer", "minimum": 0},
+            "error": {
+                "oneOf": [{"$ref": "#/components/schemas/MessageError"}, {"type": "null"}],
+                "description": "The last error, if any attempt failed.",
+            },
+            "created_at": {"type": "string", "format": "date-time"},
+            "sent_at": {"type": ["string", "null"], "format": "date-time"},
+            "delivered_at": {"type": ["string", "null"], "format": "date-time"},
+            "read_at": {"type": ["string", "null"], "format": "date-time"},
+            "failed_at": {"type": ["string", "null"], "format": "date-time"},
+            "status_url": {"type": "string", "format": "uri"},
+        },
+    },
+    "Error": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["code", "message", "fields"],
+                "properties": {
+                    "code": {
+                        "type": "string",
+                        "description": "Stable machine-readable reason.",
+                        "enum": [
+                            "invalid_request",
+                            "invalid_json",
+                            "unauthenticated",
+                            "invalid_api_key",
+                            "phone_number_not_allowed",
+                            "not_found",
+                            "method_not_allowed",
+                            "idempotency_key_reused",
+                            "payload_too_large",
+                            "unsupported_media_type",
+                            "unknown_phone_number",
+                            "unknown_template",
+                            "template_not_approved",
+                            "template_params_mismatch",
+                            "outside_service_window",
+                            "rate_limited",
+                        ],
+                    },
+                    "message": {"type": "string"},
+                    "fields": {
+                        "type": "object",
+                        "additionalProperties": {"type": "string"},
+                        "description": "Field (dotted path, or header name) -> what is wrong.",
+                    },
+                },
+            }
+        },
+    },
+}
+
+
+def _error(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+    }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+def _json(description: str, schema: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+    }
+    if headers:
+        response["headers"] = headers
+    return response
+
+
+_RETRY_AFTER = {
+    "Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}},
+}
+_AUTH_ERRORS = {
+    "401": _error("Missing, unknown or revoked API key."),
+    "429": _error("This key's request quota is used up; retry after Retry-After.", _RETRY_AFTER),
+}
+_LOCATION = {
+    "Location": {"description": "The status URL.", "schema": {"type": "string"}},
+}
+
+_PATHS: dict[str, Any] = {
+    "/messages": {
+        "post": {
+            "operationId": "sendMessage",
+            "summary": "Send one transactional message ahead of every campaign.",
+            "description": (
+                "Queues the message on the transactional queue, served before campaign work "
+                "and allowed the phone number's whole rate. Checks run in this order: 401, "
+                "429, 415, 413, 400, then 409, 403, 422."
+            ),
+            "parameters": [
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "description": (
+                        "Retrying with the same key and body returns the same message (200) "
+                        "and sends nothing again; the same key with another body is a 409."
+                    ),
+                    "schema": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": v.MAX_IDEMPOTENCY_KEY,
+                        "pattern": "^[!-~]+$",
+                    },
+                }
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/MessageRequest"}}
+                },
+            },
+            "responses": {
+                "202": _json("Accepted and queued.", "MessageAccepted", _LOCATION),
+                "200": _json(
+                    "An earlier request with this Idempotency-Key and body created it.",
+                    "MessageAccepted",
+                    {
+                        **_LOCATION,
+                        "Idempotent-Replayed": {
+                            "description": "Always true.",
+                            "schema": {"type": "string", "enum": ["true"]},
+                        },
+                    },
+                ),
+                "400": _error("Malformed JSON, or fields that fail validation (see fields)."),
+                **_AUTH_ERRORS,
+                "403": _error("The phone number is not in this key's scope."),
+                "405": _error("Only POST."),
+                "409": _error("The Idempotency-Key was used with another body."),
+                "413": _error("The body is over the size cap."),
+                "415": _error("The body is not application/json (UTF-8)."),
+                "422": _error(
+                    "Unknown or unapproved template, wrong parameter count, unknown number, "
+                    "or text outside the 24 h service window."
+                ),
+            },
+        }
+    },
+    "/messages/{id}": {
+        "get": {
+            "operationId": "getMessage",
+            "summary": "A transactional message's status, wamid, timestamps and last error.",
+            "parameters": [
+                {
+                    "name": "id",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "integer", "minimum": 0},
+                }
+            ],
+            "responses": {
+                "200": _json("The message.", "Message"),
+                **_AUTH_ERRORS,
+                "404": _error("No such message, or not on a number in this key's scope."),
+                "405": _error("Only GET."),
+            },
+        }
+    },
+    "/openapi.json": {
+        "get": {
+            "operationId": "getOpenApi",
+            "summary": "This description.",
+            "security": [],
+            "responses": {
+                "200": {
+                    "description": "OpenAPI 3.1 document.",
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                }
+            },
+        }
+    },
+}
+
+_DOCUMENT: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "whatsblast transactional API",
+        "version": "1.0.0",
+        "description": (
+            "Send OTP codes, order confirmations and replies through a WhatsApp business "
+            "number while campaigns run on it. Errors are JSON: "
+            '{"error": {"code", "message", "fields"}}.'
+        ),
+    },
+    "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+    "servers": [{"url": "/api/v1"}],
+    "security": [{"bearer": []}],
+    "paths": _PATHS,
+    "components": {
+        "schemas": _SCHEMAS,
+        "securitySchemes": {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An API key from `manage.py apikey create` or the admin.",
+            }
+        },
+    },
+}
+
+
+def document(*, server_url: str | None = None) -> dict[str, Any]:
+    """The description; ``server_url`` names where this deployment serves it."""
+    result = copy.deepcopy(_DOCUMENT)
+    if server_url:
+        result["servers"] = [{"url": server_url}]
+    return result
