@@ -39,7 +39,7 @@ INSERT INTO delivery_message
        (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
         status, skip_reason, attempt, pair_limit_hits, next_attempt_at, wa_id,
         last_error_title, last_error_details, error_history, created_at,
-        conversation_id, pricing_category)
+        conversation_id, pricing_category, request_sha256)
 SELECT 'campaign', %(campaign_id)s, c.id, %(phone_number_id)s, %(template_id)s, c.phone,
        {params_expr}, '',
        CASE WHEN c.opted_out_at IS NOT NULL THEN 'skipped'
@@ -49,7 +49,7 @@ SELECT 'campaign', %(campaign_id)s, c.id, %(phone_number_id)s, %(template_id)s, 
             WHEN %(us_blocked)s AND c.phone LIKE '+1%%'
                  THEN 'marketing templates are not delivered to US numbers'
             ELSE '' END,
-       0, 0, now(), '', '', '', '[]'::jsonb, now(), '', ''
+       0, 0, now(), '', '', '', '[]'::jsonb, now(), '', '', ''
   FROM campaigns_contact AS c
  WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
                  WHERE contact_list_id = ANY(%(list_ids)s))
