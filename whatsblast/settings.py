@@ -16,6 +16,7 @@ from whatsblast.env import (
     env_str,
     env_url,
 )
+from whatsblast.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -175,9 +176,32 @@ RQ_QUEUES = {
 }
 RQ = {"COMMIT_MODE": "on_db_commit", "WORKER_CLASS": "whatsblast.rq.Worker"}
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-}
+# --- operations: logs, readiness, production security (docs/operations.md) -----------------
+# text, or json: one object per line. Phone numbers masked, secrets redacted either way.
+LOG_FORMAT = env_str("LOG_FORMAT", "text")
+LOGGING = logging_config(log_format=LOG_FORMAT, level=env_str("LOG_LEVEL", "INFO"))
+# /readyz: a worker counts as alive when its last heartbeat is at most this old. RQ's idle
+# heartbeat comes every worker TTL - 15 s (default TTL 420 s; deploy/ runs --worker-ttl 60).
+READYZ_WORKER_MAX_AGE_SECONDS = env_int("READYZ_WORKER_MAX_AGE_SECONDS", 480, minimum=5)
+# /readyz: the oldest stored webhook event not yet applied may be at most this old.
+READYZ_WEBHOOK_LAG_SECONDS = env_int("READYZ_WEBHOOK_LAG_SECONDS", 300, minimum=1)
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (deploy/nginx/whatsblast.conf).
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS_PROXY", False) else None
+)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# Probes and scrapes come over plain HTTP from inside the network.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Static files (the admin's) served by the web process itself after `collectstatic`.
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1,
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+)
+# Development serves straight from the apps' static dirs, no collectstatic needed.
+WHITENOISE_AUTOREFRESH = WHITENOISE_USE_FINDERS = DEBUG
+# --- end operations ------------------------------------------------------------------------
