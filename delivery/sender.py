@@ -31,6 +31,7 @@ from delivery.ratelimit import TokenBucket, TrafficClass
 from delivery.reach import reach_admit
 from delivery.recording import settlements_record
 from delivery.settle import Effects, RetryPolicy, Settlement, settle
+from whatsblast.observability.metrics import SendMeter
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ class CampaignSlotSender:
         self.number = campaign.phone_number
         self.template = campaign.template
         self.bucket = number_bucket(self.number)
+        self.meter = SendMeter(self.number.phone_number_id, TrafficClass.CAMPAIGN)
         self.client = client or get_client()
         self.policy = RetryPolicy(max_attempts=campaign.max_attempts)
         self.share = self.number.rate_per_second * (1 - self.number.transactional_reserve) / slots
@@ -174,6 +176,7 @@ class CampaignSlotSender:
         if free <= 0:
             return FLUSH_INTERVAL_S, False
         grant = self.bucket.acquire(free, TrafficClass.CAMPAIGN)
+        self.meter.tokens(asked=free, granted=grant.tokens)
         if grant.tokens == 0:
             return max(0.001, grant.wait_s), False
         rows = claim_campaign_batch(campaign_id=self.campaign.pk, limit=grant.tokens)
@@ -240,6 +243,7 @@ class CampaignSlotSender:
         report.settled += settlements_record(
             settlements, opted_out_contact_ids=effects.opted_out_contact_ids
         )
+        self.meter.flush(results=[result for _, result in done], settlements=settlements)
         if effects.released_ids:
             release_messages(ids=effects.released_ids)
         if effects.throttled:

@@ -16,6 +16,7 @@ from delivery.ratelimit import TrafficClass
 from delivery.recording import settlements_record
 from delivery.sender import number_bucket
 from delivery.settle import Effects, RetryPolicy, settle
+from whatsblast.observability.metrics import SendMeter
 
 # Stale quickly: an OTP retried after minutes is useless, so few and short retries.
 TRANSACTIONAL_POLICY = RetryPolicy(max_attempts=3, backoff_base_s=0.5, backoff_cap_s=5.0)
@@ -32,12 +33,15 @@ def transactional_send(*, message_id: int) -> str:
         return "gone" if message is None else message.status
     number = message.phone_number
     bucket = number_bucket(number)
+    meter = SendMeter(number.phone_number_id, TrafficClass.TRANSACTIONAL)
     deadline = time.monotonic() + TOKEN_WAIT_LIMIT_S
     while True:
         grant = bucket.acquire(1, TrafficClass.TRANSACTIONAL)
+        meter.tokens(asked=1, granted=grant.tokens)
         if grant.tokens:
             break
         if time.monotonic() + grant.wait_s > deadline:
+            meter.flush(results=())
             return MessageStatus.PENDING  # the sweep re-enqueues it
         time.sleep(max(0.001, grant.wait_s))
     claimed = claim_message(message_id=message_id)
@@ -66,6 +70,7 @@ def transactional_send(*, message_id: int) -> str:
         now=timezone.now(),
         effects=effects,
     )
+    meter.flush(results=[result], settlements=[settlement])
     if settlement is None:
         # A broken configuration (bad token, missing template): fail now rather than
         # hold an OTP until someone repairs the number.

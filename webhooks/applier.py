@@ -26,6 +26,7 @@ from webhooks.payloads import ParsedBody, PayloadRejected, StatusUpdate, body_pa
 from webhooks.services import applier_debounce_clear, applier_schedule
 from webhooks.statuses import message_updates_write, statuses_reduce, statuses_resolve
 from webhooks.unmatched import Retry, unmatched_due_lock, unmatched_settle, unmatched_store
+from whatsblast.observability import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -289,6 +290,7 @@ def events_drain(
             logger.exception("webhook batch failed; applying its events one by one")
             report = events_apply_isolated(limit=batch_events)
         total.add(report)
+        metrics.webhooks_applied(report)
         if not report.did_work:
             return total
     applier_schedule()

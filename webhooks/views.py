@@ -18,6 +18,7 @@ from django.views.decorators.http import require_http_methods
 from webhooks.payloads import envelope_check
 from webhooks.services import event_store
 from webhooks.signature import handshake_challenge, signature_is_valid
+from whatsblast.observability import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +66,11 @@ def _receive(request: HttpRequest) -> HttpResponse:
     if not signature_is_valid(
         body=body, header=request.headers.get("X-Hub-Signature-256"), secret=secret
     ):
+        metrics.webhook_received("forbidden")
         return HttpResponse("forbidden", status=403, content_type="text/plain")
-    event_store(body=body, rejected_reason=_rejection(body))
+    rejection = _rejection(body)
+    event_id = event_store(body=body, rejected_reason=rejection)
+    metrics.webhook_stored(event_id=event_id, rejected=rejection is not None)
     return HttpResponse("ok", content_type="text/plain")
 
 
