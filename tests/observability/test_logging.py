@@ -89,7 +89,9 @@ def test_ids_that_are_only_digits_are_left_alone(json_log) -> None:
     assert lines(stream)[0]["message"] == "number 106540352242922 wamid wamid.HBgLMTU1NTA="
 
 
-@override_settings(WHATSAPP_APP_SECRET="app-secret-value-1234", WHATSAPP_VERIFY_TOKEN="verify-me-9876")
+@override_settings(
+    WHATSAPP_APP_SECRET="app-secret-value-1234", WHATSAPP_VERIFY_TOKEN="verify-me-9876"
+)
 def test_tokens_and_configured_secrets_are_redacted(json_log) -> None:
     logger, stream = json_log
     logger.warning("header Authorization: Bearer abc.DEF-123_xyz")
