@@ -35,10 +35,11 @@ def campaign_send_job(campaign_id: int, slot: int, token: str) -> dict[str, Any]
     report = sender.run(
         budget_s=settings.CAMPAIGN_JOB_BUDGET_SECONDS,
         renew=lambda: slots.slot_renew(campaign_id, slot, token),
+        hand_over=lambda: dispatch.campaign_continue(
+            campaign_id=campaign_id, slot=slot, token=token
+        ),
     )
-    if report.work_remaining:
-        dispatch.campaign_continue(campaign_id=campaign_id, slot=slot, token=token)
-    else:
+    if not report.handed_over:
         slots.slot_release(campaign_id, slot, token)
         campaigns_complete_finished(campaign_id=campaign_id)
     return {"sent": report.sent, "settled": report.settled, "stopped": report.stopped_because}

@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -24,6 +26,7 @@ from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus
 from delivery import adaptive
+from delivery.async_transport import get_transport
 from delivery.claim import ClaimedMessage, claim_campaign_batch, release_messages
 from delivery.cloud_api import Accepted, CloudApiClient, SendRequest, SendResult, get_client
 from delivery.outcomes import classify
@@ -42,6 +45,13 @@ MIN_CONCURRENCY = 4
 # Upper bound on one claim: keeps the claimed-but-unsent window (rows in doubt after a
 # crash) small while still amortising the round trip.
 MAX_CLAIM = 200
+# Stops that leave work for a continuation job.
+HAND_OVER_REASONS = ("time budget", "yield to transactional")
+# Pace a little under the configured rate and keep the burst small: Meta counts per
+# second at its end, and network jitter moves sends across second boundaries, so an
+# exact-rate pace would now and then put rate + 1 or + 2 into one of Meta's seconds.
+RATE_HEADROOM = 0.985
+BURST_SECONDS = 0.1
 
 
 @dataclass
@@ -51,14 +61,16 @@ class SlotReport:
     throttled: int = 0
     stopped_because: str = ""
     work_remaining: bool = False
+    handed_over: bool = False
     latencies: list[float] = field(default_factory=list)
 
 
 def number_bucket(phone_number: object) -> TokenBucket:
     return TokenBucket(
         phone_number.phone_number_id,  # type: ignore[attr-defined]
-        rate=float(phone_number.rate_per_second),  # type: ignore[attr-defined]
+        rate=float(phone_number.rate_per_second) * RATE_HEADROOM,  # type: ignore[attr-defined]
         reserve=float(phone_number.transactional_reserve),  # type: ignore[attr-defined]
+        burst_s=BURST_SECONDS,
     )
 
 
@@ -83,7 +95,7 @@ class CampaignSlotSender:
         self.template = campaign.template
         self.bucket = number_bucket(self.number)
         self.meter = SendMeter(self.number.phone_number_id, TrafficClass.CAMPAIGN)
-        self.client = client or get_client()
+        self.client = client or get_client()  # used when WHATSAPP_HTTP_CLIENT=requests
         self.policy = RetryPolicy(max_attempts=campaign.max_attempts)
         self.share = self.number.rate_per_second * (1 - self.number.transactional_reserve) / slots
         self.latency_estimate = 0.3
@@ -104,23 +116,32 @@ class CampaignSlotSender:
             params=message.params,
         )
 
-    def run(self, *, budget_s: float, renew: object = None) -> SlotReport:
+    def run(self, *, budget_s: float, renew: object = None, hand_over: object = None) -> SlotReport:
+        """Send until the budget is spent, nothing is due, or the campaign stops.
+
+        ``hand_over`` is called once, the moment this run stops taking new work while work
+        remains: the continuation can start on another worker while this one drains its
+        in-flight sends, so the number's pace has no gap between jobs.
+        """
         report = SlotReport()
         deadline = time.monotonic() + budget_s
         in_flight: dict[Future[SendResult], ClaimedMessage] = {}
         done: list[tuple[ClaimedMessage, SendResult]] = []
         last_flush = last_check = time.monotonic()
         stopping = ""
-        with ThreadPoolExecutor(max_workers=MAX_CONCURRENCY, thread_name_prefix="send") as pool:
+        with self._submitter() as submit:
             while True:
                 now = time.monotonic()
                 if not stopping:
                     stopping = self._stop_reason(now, deadline, last_check, renew)
                     if now - last_check >= STATUS_CHECK_INTERVAL_S:
                         last_check = now
+                    if stopping in HAND_OVER_REASONS and hand_over is not None:
+                        hand_over()  # type: ignore[operator]
+                        report.handed_over = True
                 wait_s = FLUSH_INTERVAL_S
                 if not stopping:
-                    wait_s, nothing_due = self._fill(pool, in_flight)
+                    wait_s, nothing_due = self._fill(submit, in_flight)
                     if nothing_due and not in_flight:
                         stopping = "nothing due"
                 if stopping and not in_flight:
@@ -147,7 +168,7 @@ class CampaignSlotSender:
             if done:
                 self._flush(done, report)
         report.stopped_because = stopping
-        report.work_remaining = stopping in ("time budget", "yield to transactional")
+        report.work_remaining = stopping in HAND_OVER_REASONS
         return report
 
     def _stop_reason(self, now: float, deadline: float, last_check: float, renew: object) -> str:
@@ -167,8 +188,19 @@ class CampaignSlotSender:
                 return "yield to transactional"
         return ""
 
+    @contextmanager
+    def _submitter(self) -> Iterator[Callable[[SendRequest], Future[SendResult]]]:
+        """How sends are started: the asyncio transport, or threads around ``requests``."""
+        if settings.WHATSAPP_HTTP_CLIENT == "aiohttp":
+            yield get_transport().submit
+            return
+        with ThreadPoolExecutor(max_workers=MAX_CONCURRENCY, thread_name_prefix="send") as pool:
+            yield lambda request: pool.submit(self.client.send, request)
+
     def _fill(
-        self, pool: ThreadPoolExecutor, in_flight: dict[Future[SendResult], ClaimedMessage]
+        self,
+        submit: Callable[[SendRequest], Future[SendResult]],
+        in_flight: dict[Future[SendResult], ClaimedMessage],
     ) -> tuple[float, bool]:
         """Top up the in-flight sends; return (how long to wait, whether nothing was due)."""
         concurrency = concurrency_for(self.share, self.latency_estimate)
@@ -184,7 +216,7 @@ class CampaignSlotSender:
             self.bucket.refund(grant.tokens - len(rows), TrafficClass.CAMPAIGN)
         rows = self._admit(rows)
         for message in rows:
-            in_flight[pool.submit(self.client.send, self._request(message))] = message
+            in_flight[submit(self._request(message))] = message
         return (grant.wait_s if grant.tokens < free else 0.0), not rows
 
     def _admit(self, rows: list[ClaimedMessage]) -> list[ClaimedMessage]:

@@ -88,9 +88,11 @@ def max_per_second(histogram: dict[str, int]) -> int:
 
 
 def reset_client() -> None:
-    """Drop the process's Cloud API client so the next one reads the current settings."""
+    """Drop the process's Cloud API clients so the next ones read the current settings."""
     from delivery import cloud_api
+    from delivery.async_transport import reset_transport
 
+    reset_transport()
     with cloud_api._client_lock:
         if cloud_api._client is not None:
             cloud_api._client.close()

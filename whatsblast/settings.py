@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from whatsblast import embedded
 from whatsblast.env import (
@@ -53,6 +54,11 @@ WHATSAPP_APP_SECRET = env_optional("WHATSAPP_APP_SECRET")
 WHATSAPP_VERIFY_TOKEN = env_optional("WHATSAPP_VERIFY_TOKEN")
 WHATSAPP_CONNECT_TIMEOUT = env_float("WHATSAPP_CONNECT_TIMEOUT", 3.05, minimum=0.1, maximum=60)
 WHATSAPP_READ_TIMEOUT = env_float("WHATSAPP_READ_TIMEOUT", 10.0, minimum=0.1, maximum=300)
+# The campaign hot path's HTTP client: "aiohttp" (about a third of the CPU per send, see
+# delivery/async_transport.py) or "requests" (threads around the blocking client).
+WHATSAPP_HTTP_CLIENT = env_str("WHATSAPP_HTTP_CLIENT", "aiohttp")
+if WHATSAPP_HTTP_CLIENT not in ("aiohttp", "requests"):
+    raise ImproperlyConfigured("WHATSAPP_HTTP_CLIENT must be 'aiohttp' or 'requests'")
 
 # --- engine ----------------------------------------------------------------------------------
 # How long a claimed row may stay in `sending` before the reconciler treats it as ambiguous.
@@ -62,7 +68,7 @@ UNKNOWN_SETTLE_SECONDS = env_int("UNKNOWN_SETTLE_SECONDS", 600, minimum=1)
 # Campaign share one sender chain is expected to carry (see delivery.dispatch.slots_for).
 CAMPAIGN_SLOT_RATE = env_float("CAMPAIGN_SLOT_RATE", 300.0, minimum=1)
 # How long one campaign job sends before handing over to its continuation.
-CAMPAIGN_JOB_BUDGET_SECONDS = env_float("CAMPAIGN_JOB_BUDGET_SECONDS", 5.0, minimum=0.5)
+CAMPAIGN_JOB_BUDGET_SECONDS = env_float("CAMPAIGN_JOB_BUDGET_SECONDS", 20.0, minimum=0.5)
 WEBHOOK_MAX_BODY_BYTES = env_int("WEBHOOK_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
 
 # --- webhooks: the applier (webhooks/applier.py) ----------------------------------------------
