@@ -62,7 +62,9 @@ class Api:
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
         data = raw if raw is not None else json.dumps(body).encode()
-        response = self.client.post(
+        # generic() sends the bytes as they are, whatever charset the content type names.
+        response = self.client.generic(
+            "POST",
             "/api/v1/messages",
             data=data,
             content_type=content_type,
