@@ -78,3 +78,7 @@ class DeadLetterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+# API keys of the transactional API: their admin lives with the API (delivery/api/admin.py).
+from delivery.api.admin import ApiKeyAdmin  # noqa: E402, F401
