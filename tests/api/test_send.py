@@ -1,0 +1,67 @@
+"""A message sent through the API reaches the simulator as Meta's JSON, on the first try."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from delivery.apikeys import api_key_create
+from delivery.models import Message, MessageKind
+from tests.api.support import Api, template_body
+from tests.engine_support import number_on, running_simulator, work_burst
+from tests.factories import make_template
+from webhooks.models import InboundMessage
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_template_send_carries_its_params_header_and_buttons() -> None:
+    with running_simulator() as sim:
+        number = number_on(sim, rate=80)
+        make_template(account=number.account, name="otp", body_param_count=1)
+        sim.add_template(name="otp", language="en_US", body_params=1, buttons=["url"])
+        _, raw = api_key_create(name="shop", phone_number_ids=[number.phone_number_id])
+        params = {"body": ["482913"], "buttons": [{"sub_type": "url", "index": 0, "value": "c"}]}
+        response, created = Api(raw).send(template_body(number, params=params))
+        work_burst("transactional")
+        records = sim.records(bodies=True)
+    assert response.status_code == 202
+    message = Message.objects.get(pk=created["id"])
+    assert message.kind == MessageKind.TRANSACTIONAL and message.campaign_id is None
+    assert message.status == "sent"
+    [record] = records
+    sent = json.loads(record["body"])
+    assert sent["to"] == "+5511987650001"
+    assert sent["biz_opaque_callback_data"] == f"wb:{message.pk}"
+    components = {c["type"]: c for c in sent["template"]["components"]}
+    assert components["body"]["parameters"] == [{"type": "text", "text": "482913"}]
+    assert components["button"]["parameters"] == [{"type": "text", "text": "c"}]
+
+
+def test_a_text_inside_the_service_window_is_sent_as_text() -> None:
+    with running_simulator() as sim:
+        number = number_on(sim, rate=80)
+        _, raw = api_key_create(name="support", phone_number_ids=[number.phone_number_id])
+        InboundMessage.objects.create(
+            wamid="wamid.in.1",
+            from_phone="+5511987650001",
+            type="text",
+            text="where is my order?",
+            sent_at=timezone.now() - timedelta(minutes=3),
+            phone_number=number,
+            payload={},
+        )
+        body = {
+            "phone_number_id": number.phone_number_id,
+            "to": "+5511987650001",
+            "text": "It ships today.",
+        }
+        response, _ = Api(raw).send(body)
+        work_burst("transactional")
+        [record] = sim.records(bodies=True)
+    assert response.status_code == 202
+    sent = json.loads(record["body"])
+    assert sent["type"] == "text" and sent["text"]["body"] == "It ships today."
