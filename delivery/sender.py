@@ -51,7 +51,10 @@ HAND_OVER_REASONS = ("time budget", "yield to transactional")
 # second at its end, and network jitter moves sends across second boundaries, so an
 # exact-rate pace would now and then put rate + 1 or + 2 into one of Meta's seconds.
 RATE_HEADROOM = 0.985
+# The burst covers the send loop's own jitter (a claim, a flush) without letting a stall
+# turn into a spike: a tenth of a second's tokens, at most BURST_MAX_TOKENS.
 BURST_SECONDS = 0.1
+BURST_MAX_TOKENS = 25
 
 
 @dataclass
@@ -70,7 +73,7 @@ def number_bucket(phone_number: object) -> TokenBucket:
         phone_number.phone_number_id,  # type: ignore[attr-defined]
         rate=float(phone_number.rate_per_second) * RATE_HEADROOM,  # type: ignore[attr-defined]
         reserve=float(phone_number.transactional_reserve),  # type: ignore[attr-defined]
-        burst_s=BURST_SECONDS,
+        burst_s=min(BURST_SECONDS, BURST_MAX_TOKENS / max(1, phone_number.rate_per_second)),  # type: ignore[attr-defined]
     )
 
 

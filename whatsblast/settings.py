@@ -66,7 +66,7 @@ SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 120, minimum=5)
 # How long an `unknown` row waits for webhook evidence before the campaign's policy applies.
 UNKNOWN_SETTLE_SECONDS = env_int("UNKNOWN_SETTLE_SECONDS", 600, minimum=1)
 # Campaign share one sender chain is expected to carry (see delivery.dispatch.slots_for).
-CAMPAIGN_SLOT_RATE = env_float("CAMPAIGN_SLOT_RATE", 300.0, minimum=1)
+CAMPAIGN_SLOT_RATE = env_float("CAMPAIGN_SLOT_RATE", 500.0, minimum=1)
 # How long one campaign job sends before handing over to its continuation.
 CAMPAIGN_JOB_BUDGET_SECONDS = env_float("CAMPAIGN_JOB_BUDGET_SECONDS", 20.0, minimum=0.5)
 WEBHOOK_MAX_BODY_BYTES = env_int("WEBHOOK_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
