@@ -129,6 +129,22 @@ class TemplateStatus(models.TextChoices):
     PAUSED = "PAUSED", "Paused"
     DISABLED = "DISABLED", "Disabled"
     DELETED = "DELETED", "Deleted"
+    # Further states Meta's template listing reports; none of them can send.
+    IN_APPEAL = "IN_APPEAL", "In appeal"
+    PENDING_DELETION = "PENDING_DELETION", "Pending deletion"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED", "Limit exceeded"
+    ARCHIVED = "ARCHIVED", "Archived"
+
+
+class HeaderFormat(models.TextChoices):
+    """A template header as Meta defines it; blank means the template has none."""
+
+    NONE = "", "No header"
+    TEXT = "TEXT", "Text"
+    IMAGE = "IMAGE", "Image"
+    VIDEO = "VIDEO", "Video"
+    DOCUMENT = "DOCUMENT", "Document"
+    LOCATION = "LOCATION", "Location"
 
 
 class Template(models.Model):
@@ -149,7 +165,24 @@ class Template(models.Model):
     # Positional templates ({{1}}, {{2}}) use the count; named ones list their names.
     body_param_count = models.PositiveSmallIntegerField(default=0)
     body_param_names = models.JSONField(default=list, blank=True)
+    # Meta's examples: ["Asha", "SALE20"] (positional) or {"first_name": "Asha"} (named).
+    body_examples = models.JSONField(default=list, blank=True)
+    header_format = models.CharField(
+        max_length=16, choices=HeaderFormat.choices, default=HeaderFormat.NONE, blank=True
+    )
+    header_text = models.CharField(max_length=200, blank=True)
+    # The placeholder of a TEXT header ("1" or "name"); media headers always take one.
+    header_param = models.CharField(max_length=64, blank=True)
+    header_example = models.TextField(blank=True)
+    # [{"index": 0, "type": "URL", "text": "Shop", "url": ".../{{1}}", "sub_type": "url",
+    #   "param": "required", "example": "summer"}]; see campaigns.template_components.
+    buttons = models.JSONField(default=list, blank=True)
+    # Meta's components as last listed (or as typed in the admin).
     components = models.JSONField(default=list, blank=True)
+    # Set by the catalogue sync: when Meta last listed it, and when it stopped listing it
+    # (the row stays: campaigns and messages refer to it).
+    synced_at = models.DateTimeField(null=True, blank=True)
+    removed_upstream_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -163,6 +196,18 @@ class Template(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.language})"
+
+    @property
+    def header_takes_param(self) -> bool:
+        """Whether a send must supply the header: media always, text only with a {{param}}."""
+        if self.header_format == HeaderFormat.TEXT:
+            return bool(self.header_param)
+        return self.header_format in (
+            HeaderFormat.IMAGE,
+            HeaderFormat.VIDEO,
+            HeaderFormat.DOCUMENT,
+            HeaderFormat.LOCATION,
+        )
 
 
 class ContactList(models.Model):
@@ -262,12 +307,39 @@ class Campaign(models.Model):
     ambiguous_policy = models.CharField(
         max_length=16, choices=AmbiguousSendPolicy.choices, default=AmbiguousSendPolicy.RESEND
     )
+    # Daily send window in each recipient's local time; both empty means any time. A start
+    # after the end wraps midnight (22:00-06:00). See campaigns.windows.
+    window_start = models.TimeField(null=True, blank=True)
+    window_end = models.TimeField(null=True, blank=True)
+    time_zone = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="IANA zone for recipients whose number gives none (or several); blank: UTC.",
+    )
+    time_zone_attribute = models.CharField(
+        max_length=64,
+        blank=True,
+        default="timezone",
+        help_text="Contact attribute holding an IANA zone that overrides the number's zone.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ("-created_at",)
         indexes = [models.Index(fields=("status",), name="campaign_status_idx")]
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(window_start__isnull=True, window_end__isnull=True)
+                    | (
+                        models.Q(window_start__isnull=False, window_end__isnull=False)
+                        & ~models.Q(window_start=models.F("window_end"))
+                    )
+                ),
+                name="campaign_window_both_or_neither",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name
