@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
@@ -60,6 +60,26 @@ class BusinessAccountAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     search_fields = ("waba_id", "name", "business_id")
     ordering = ("name", "waba_id")
     readonly_fields = ("created_at", "updated_at")
+    actions = ("sync_templates",)
+
+    @admin.action(description="Sync templates from Meta")
+    def sync_templates(self, request: HttpRequest, queryset: QuerySet[BusinessAccount]) -> None:
+        from campaigns.templates_sync import templates_sync
+
+        for account in queryset:
+            report = templates_sync(account=account)
+            if not report.ok:
+                self.message_user(
+                    request, f"WABA {account.waba_id}: {report.error}", messages.ERROR
+                )
+                continue
+            self.message_user(
+                request,
+                f"WABA {account.waba_id}: {report.listed} templates, {report.created} new, "
+                f"{report.changed} changed, {report.removed} removed upstream"
+                + (f", {len(report.unusable)} not usable by campaigns" if report.unusable else ""),
+                messages.SUCCESS,
+            )
 
 
 class WriteOnlyField(forms.CharField):

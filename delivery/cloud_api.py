@@ -67,6 +67,18 @@ class ApiError:
 
 SendResult = Accepted | ApiError
 
+# The template catalogue (campaigns.templates_sync): what GET message_templates asks for.
+TEMPLATE_FIELDS = "name,language,status,category,components,id"
+
+
+@dataclass(frozen=True)
+class TemplatePage:
+    """One page of ``GET /{waba_id}/message_templates``; ``after`` is None on the last."""
+
+    templates: list[dict[str, Any]]
+    after: str | None
+    latency_s: float
+
 
 # --- request body ------------------------------------------------------------------------------
 
@@ -216,6 +228,35 @@ def _graph_error(
         latency_s=latency_s,
         fbtrace_id=str(error.get("fbtrace_id") or ""),
         is_transient=transient if isinstance(transient, bool) else None,
+    )
+
+
+def parse_template_page(
+    *, status: int, body: bytes, headers: dict[str, str] | Any, latency_s: float
+) -> TemplatePage | ApiError:
+    """A template listing page, or the error Graph answered with (never raises)."""
+    data = _json_or_none(body)
+    if 200 <= status < 300 and isinstance(data, dict) and isinstance(data.get("data"), list):
+        paging = data["paging"] if isinstance(data.get("paging"), dict) else {}
+        cursors = paging["cursors"] if isinstance(paging.get("cursors"), dict) else {}
+        # Graph gives a cursor on every page but a ``next`` link only when more follow.
+        after = cursors.get("after") if paging.get("next") else None
+        templates = [t for t in data["data"] if isinstance(t, dict)]
+        return TemplatePage(templates=templates, after=after or None, latency_s=latency_s)
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        retry_after = parse_retry_after(headers.get("Retry-After"))
+        return _graph_error(
+            data["error"], status=status, retry_after=retry_after, latency_s=latency_s
+        )
+    return ApiError(
+        http_status=status,
+        code=None,
+        subcode=None,
+        title=f"HTTP {status}: not a template listing",
+        details=body[:MAX_ERROR_TEXT].decode("utf-8", "replace"),
+        retry_after_s=None,
+        may_have_reached_meta=True,
+        latency_s=latency_s,
     )
 
 
@@ -375,6 +416,38 @@ class CloudApiClient:
             future.add_done_callback(lambda _f: gate.release())
             futures.append(future)
         return [future.result() for future in futures]
+
+    def list_templates(
+        self,
+        *,
+        base_url: str,
+        waba_id: str,
+        access_token: str,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> TemplatePage | ApiError:
+        """One page of the WABA's templates (a management call: Meta allows 200-5,000/h)."""
+        url = f"{base_url.rstrip('/')}/{self.api_version}/{waba_id}/message_templates"
+        query = {"fields": TEMPLATE_FIELDS, "limit": str(limit)}
+        if after:
+            query["after"] = after
+        started = time.perf_counter()
+        try:
+            response = self.session.get(
+                url,
+                params=query,
+                headers={"Authorization": f"Bearer {access_token}"},
+                timeout=self.timeout,
+            )
+            body = response.content
+        except requests.RequestException as exc:
+            return network_error(exc, latency_s=time.perf_counter() - started)
+        return parse_template_page(
+            status=response.status_code,
+            body=body,
+            headers=response.headers,
+            latency_s=time.perf_counter() - started,
+        )
 
     def _get_executor(self) -> ThreadPoolExecutor:
         with self._executor_lock:

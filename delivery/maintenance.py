@@ -7,6 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from campaigns.jobs import template_sync_schedule
 from campaigns.models import Campaign, CampaignStatus
 from delivery import dispatch
 from delivery.claim import due_transactional_ids
@@ -39,6 +40,8 @@ def maintenance_tick() -> dict[str, Any]:
         for message_id, attempt in due_transactional_ids_with_attempt()
     )
     applied = _apply_webhooks()
+    # The template catalogue, at most once per TEMPLATE_SYNC_INTERVAL_SECONDS.
+    templates_sync_queued = template_sync_schedule()
     return {
         "leases_expired": report.leases_expired,
         "unknown_resent": report.resent,
@@ -48,6 +51,7 @@ def maintenance_tick() -> dict[str, Any]:
         "slots_started": kicked,
         "transactional_requeued": requeued,
         "webhooks": applied,
+        "templates_sync_queued": templates_sync_queued,
     }
 
 

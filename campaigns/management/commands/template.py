@@ -1,19 +1,25 @@
-"""manage.py template add --number PNID --name NAME --language en_US [--body ...]"""
+"""manage.py template add --number PNID --name NAME --language en_US [--body ...]
+manage.py template sync [--waba WABA_ID] [--json]"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from campaigns.management.base import SubcommandCommand
-from campaigns.models import TemplateCategory, TemplateStatus
+from campaigns.models import BusinessAccount, TemplateCategory, TemplateStatus
 from campaigns.services import template_add
+from campaigns.templates_sync import TemplateSyncReport, templates_sync, templates_sync_all
 
 
 class Command(SubcommandCommand):
     help = "Message templates."
-    subcommands = {"add": "Record a template of the number's WABA; prints its id."}
+    subcommands = {
+        "add": "Record a template of the number's WABA; prints its id.",
+        "sync": "Read every template (or one WABA's) from Meta: new, changed, removed upstream.",
+    }
 
     def add_add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
@@ -50,3 +56,39 @@ class Command(SubcommandCommand):
             status=options["status"],
         )
         self.stdout.write(str(template.pk))
+
+    def add_sync_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--waba", metavar="WABA_ID", help="only this business account")
+        parser.add_argument("--json", action="store_true", help="print a JSON list of reports")
+
+    def handle_sync(self, options: dict[str, Any]) -> None:
+        if options["waba"]:
+            account = BusinessAccount.objects.filter(waba_id=options["waba"]).first()
+            if account is None:
+                raise CommandError(f"no business account with WABA id {options['waba']!r}")
+            reports = [templates_sync(account=account)]
+        else:
+            reports = templates_sync_all()
+        if options["json"]:
+            self.stdout.write(json.dumps([r.as_dict() for r in reports], indent=2))
+        else:
+            for report in reports:
+                self.stdout.write(sync_text(report))
+        failed = [r for r in reports if not r.ok]
+        if failed:
+            raise CommandError("; ".join(f"WABA {r.waba_id}: {r.error}" for r in failed))
+
+
+def sync_text(report: TemplateSyncReport) -> str:
+    if not report.ok:
+        return f"WABA {report.waba_id}: sync failed"
+    lines = [
+        f"WABA {report.waba_id}: {report.listed} templates listed ({report.pages} pages), "
+        f"{report.created} new, {report.changed} changed, {report.removed} removed upstream, "
+        f"{report.campaigns_paused} campaigns paused"
+    ]
+    lines.extend(
+        f"  {name}: not usable by campaigns: {'; '.join(problems)}"
+        for name, problems in sorted(report.unusable.items())
+    )
+    return "\n".join(lines)
