@@ -1,0 +1,102 @@
+"""gunicorn for the web process: admin, Meta's webhook, the transactional API, metrics, probes.
+
+    gunicorn -c deploy/gunicorn.conf.py whatsblast.wsgi
+
+Every knob has an environment override (GUNICORN_*). Threads, not more processes, carry
+concurrency: a webhook POST is one INSERT and a Redis SET, so a thread waiting on the
+database costs little, and every thread keeps one persistent database connection
+(DB_CONN_MAX_AGE) — size PostgreSQL's max_connections for workers x threads per host.
+
+Django's request metrics (django-prometheus) are kept in files under
+PROMETHEUS_MULTIPROC_DIR so that /metrics sums every gunicorn worker; the engine's
+metrics (whatsblast_*) live in Redis and are the same from any process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def _int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
+workers = _int("GUNICORN_WORKERS", 2 * (os.cpu_count() or 1) + 1)
+worker_class = "gthread"
+threads = _int("GUNICORN_THREADS", 4)
+# Meta retries a callback that takes more than a few seconds; nothing here should come close.
+timeout = _int("GUNICORN_TIMEOUT", 30)
+graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 30)
+# Behind the proxy's keep-alive pool (deploy/nginx/whatsblast.conf keeps 32 connections).
+keepalive = _int("GUNICORN_KEEPALIVE", 75)
+# Recycle workers now and then: bounds any slow leak without a visible restart.
+max_requests = _int("GUNICORN_MAX_REQUESTS", 20_000)
+max_requests_jitter = _int("GUNICORN_MAX_REQUESTS_JITTER", 2_000)
+# Only the local proxy may say which scheme and client a request came from.
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+# Django's DATA_UPLOAD_MAX_MEMORY_SIZE does not apply to the webhook (it reads the stream);
+# cap the request line and headers here.
+limit_request_line = 8190
+accesslog = "-"
+errorlog = "-"
+access_log_format = '%({x-forwarded-for}i)s "%(r)s" %(s)s %(b)s %(M)sms'
+
+# Gunicorn's own loggers go through the same scrubbing as Django's (a verify token in a
+# query string, a phone number in a path) and in the same format (LOG_FORMAT=json or text).
+_format = os.environ.get("LOG_FORMAT", "text").strip().lower()
+logconfig_dict: dict[str, Any] = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": {
+        "mask_phones": {"()": "whatsblast.logging.PhoneMaskFilter"},
+        "redact_secrets": {"()": "whatsblast.logging.SecretRedactFilter"},
+    },
+    "formatters": {
+        "json": {"()": "whatsblast.logging.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+    },
+    "handlers": {
+        "scrubbed": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if _format == "json" else "text",
+            "filters": ["redact_secrets", "mask_phones"],
+            "stream": "ext://sys.stderr",
+        },
+    },
+    "loggers": {
+        "gunicorn.error": {"level": "INFO", "handlers": ["scrubbed"], "propagate": False},
+        "gunicorn.access": {"level": "INFO", "handlers": ["scrubbed"], "propagate": False},
+    },
+    "root": {"level": "INFO", "handlers": []},
+}
+
+# One metrics directory per gunicorn master, set before any worker imports prometheus_client.
+_metrics_dir = Path(
+    os.environ.setdefault(
+        "PROMETHEUS_MULTIPROC_DIR",
+        str(Path(tempfile.gettempdir()) / f"whatsblast-prometheus-{os.getpid()}"),
+    )
+)
+
+
+def on_starting(server: Any) -> None:
+    """Start from an empty metrics directory: files of a previous run would count twice."""
+    shutil.rmtree(_metrics_dir, ignore_errors=True)
+    _metrics_dir.mkdir(parents=True, exist_ok=True)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker exited: its live gauges must stop counting (its counters stay summed)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server: Any) -> None:
+    shutil.rmtree(_metrics_dir, ignore_errors=True)
