@@ -37,6 +37,7 @@ from campaigns.models import (
     TemplateCategory,
     TemplateStatus,
 )
+from campaigns.params import ParamMappingError, mapping_validate
 
 logger = logging.getLogger(__name__)
 
@@ -280,62 +281,73 @@ def _tally(
 # --- campaigns ---------------------------------------------------------------------------------
 
 
-def param_mapping_from_specs(specs: Iterable[str]) -> dict[str, Any]:
+def param_mapping_from_specs(
+    specs: Iterable[str],
+    *,
+    header: str | None = None,
+    buttons: Iterable[str] = (),
+) -> dict[str, Any]:
     """``["1=name", "2=const:SALE20"]`` → ``{"body": {"1": {"field": "name"}, "2": {"value":
     "SALE20"}}}``: body param 1 from the contact's ``name``, param 2 the constant ``SALE20``.
+
+    ``header`` is one source (``const:https://cdn/x.jpg``, ``const:4455`` for an uploaded
+    media id, or a field); ``buttons`` are ``INDEX=SOURCE`` like the body specs.
     """
-    body: dict[str, dict[str, str]] = {}
+    mapping: dict[str, Any] = {"body": _sources_from_specs(specs, what="PARAM")}
+    if header is not None:
+        mapping["header"] = _source_from_spec(header.strip(), spec=header)
+    button_sources = _sources_from_specs(buttons, what="INDEX")
+    if button_sources:
+        bad = [key for key in button_sources if not key.isdigit()]
+        if bad:
+            raise ValidationError(f"button index must be a number, got {', '.join(bad)}")
+        mapping["buttons"] = button_sources
+    return mapping
+
+
+def _sources_from_specs(specs: Iterable[str], *, what: str) -> dict[str, dict[str, str]]:
+    sources: dict[str, dict[str, str]] = {}
     for spec in specs:
         key, sep, source = spec.partition("=")
         key, source = key.strip(), source.strip()
         if not sep or not key or not source:
             raise ValidationError(
-                f"bad param {spec!r}: expected PARAM=FIELD or PARAM=const:VALUE, e.g. 1=name"
+                f"bad param {spec!r}: expected {what}=FIELD or {what}=const:VALUE, e.g. 1=name"
             )
-        if key in body:
+        if key in sources:
             raise ValidationError(f"param {key!r} is mapped twice")
-        if source.startswith("const:"):
-            body[key] = {"value": source.removeprefix("const:")}
-        else:
-            body[key] = {"field": source}
-    return {"body": body}
+        sources[key] = _source_from_spec(source, spec=spec)
+    return sources
+
+
+def _source_from_spec(source: str, *, spec: str) -> dict[str, str]:
+    if source.startswith("const:"):
+        return {"value": source.removeprefix("const:")}
+    if not source:
+        raise ValidationError(f"bad param {spec!r}: the source must not be blank")
+    return {"field": source}
 
 
 def param_mapping_validate(*, template: Template, param_mapping: dict[str, Any]) -> None:
-    """Every body param of ``template`` mapped exactly once, to a field or a constant."""
-    unknown_parts = set(param_mapping) - {"body"}
-    if unknown_parts:
-        raise ValidationError(f"unsupported param mapping part(s): {sorted(unknown_parts)}")
-    body = param_mapping.get("body", {})
-    if template.body_param_names:
-        expected = list(template.body_param_names)
-    else:
-        expected = [str(i) for i in range(1, template.body_param_count + 1)]
-    unknown = [k for k in body if k not in expected]
-    if unknown:
-        raise ValidationError(
-            f"template {template.name!r} has no body param(s) {', '.join(unknown)}; "
-            f"its params are: {', '.join(expected) or 'none'}"
+    """Exactly the template's params mapped (``campaigns.params.mapping_validate``), or a
+    ``ValidationError`` worded for the operator."""
+    try:
+        mapping_validate(template, param_mapping)
+    except ParamMappingError as exc:
+        raise ValidationError(_mapping_error_text(template, exc)) from exc
+
+
+def _mapping_error_text(template: Template, exc: ParamMappingError) -> str:
+    if exc.section == "body" and exc.unknown:
+        return (
+            f"template {template.name!r} has no body param(s) {', '.join(exc.unknown)}; "
+            f"its params are: {', '.join(exc.expected) or 'none'}"
         )
-    missing = [k for k in expected if k not in body]
-    if missing:
-        raise ValidationError(
-            f"body param(s) {', '.join(missing)} of template {template.name!r} are not mapped"
+    if exc.section == "body" and exc.missing:
+        return (
+            f"body param(s) {', '.join(exc.missing)} of template {template.name!r} are not mapped"
         )
-    for key, source in body.items():
-        ok = (
-            isinstance(source, dict)
-            and len(source) == 1
-            and (
-                isinstance(source.get("field"), str)
-                and source["field"]
-                or isinstance(source.get("value"), str)
-            )
-        )
-        if not ok:
-            raise ValidationError(
-                f"param {key!r}: expected {{'field': NAME}} or {{'value': TEXT}}, got {source!r}"
-            )
+    return str(exc)
 
 
 def campaign_create(
