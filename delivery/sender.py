@@ -25,8 +25,8 @@ from django.db import connection
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus
+from campaigns.window_schedule import WindowGuard
 from delivery import adaptive
-from delivery.async_transport import get_transport
 from delivery.claim import ClaimedMessage, claim_campaign_batch, release_messages
 from delivery.cloud_api import Accepted, CloudApiClient, SendRequest, SendResult, get_client
 from delivery.outcomes import classify
@@ -106,6 +106,8 @@ class CampaignSlotSender:
         self.base_url = self.number.api_base_url or settings.WHATSAPP_API_BASE_URL
         self.limit = campaign.phone_number.account.daily_unique_user_limit
         self.waba_id = campaign.phone_number.account.waba_id
+        # Send windows in each recipient's local time (None: the campaign has none).
+        self.windows = WindowGuard.for_campaign(campaign)
 
     def _request(self, message: ClaimedMessage) -> SendRequest:
         return SendRequest(
@@ -195,6 +197,11 @@ class CampaignSlotSender:
     def _submitter(self) -> Iterator[Callable[[SendRequest], Future[SendResult]]]:
         """How sends are started: the asyncio transport, or threads around ``requests``."""
         if settings.WHATSAPP_HTTP_CLIENT == "aiohttp":
+            # Imported here, not at module level: aiohttp is most of the import cost of
+            # this module, and the transactional job (which imports number_bucket from
+            # here) runs in a freshly forked work horse that would pay it on every send.
+            from delivery.async_transport import get_transport
+
             yield get_transport().submit
             return
         with ThreadPoolExecutor(max_workers=MAX_CONCURRENCY, thread_name_prefix="send") as pool:
@@ -215,12 +222,19 @@ class CampaignSlotSender:
         if grant.tokens == 0:
             return max(0.001, grant.wait_s), False
         rows = claim_campaign_batch(campaign_id=self.campaign.pk, limit=grant.tokens)
+        claimed = len(rows)
+        if self.windows is not None:
+            # Recipients whose local send window is closed go back, due at its opening
+            # (a retry or a resend that fell at night, a campaign that overran its window).
+            rows = self.windows.admit(rows, now=timezone.now())
         if len(rows) < grant.tokens:
             self.bucket.refund(grant.tokens - len(rows), TrafficClass.CAMPAIGN)
+        held_for_window = claimed - len(rows)
         rows = self._admit(rows)
         for message in rows:
             in_flight[submit(self._request(message))] = message
-        return (grant.wait_s if grant.tokens < free else 0.0), not rows
+        # Rows held for their window do not mean nothing is due: others may be behind them.
+        return (grant.wait_s if grant.tokens < free else 0.0), not rows and not held_for_window
 
     def _admit(self, rows: list[ClaimedMessage]) -> list[ClaimedMessage]:
         """Hold back recipients the portfolio's 24 h messaging limit has no room for."""
