@@ -102,13 +102,10 @@ def test_every_metric_in_the_dashboard_and_alerts_is_exported(client) -> None:
     assert len(referenced) >= 25
     assert all(name.startswith("whatsblast_") for name in referenced), referenced
 
-    # Activity for every series: sends at the limit, Meta's refusals, a dead letter,
+    # Activity for every series: sends paced by the bucket, Meta's refusals, a dead letter,
     # callbacks, and a campaign still waiting when the scrape comes.
     with running_simulator(latency_ms=5) as sim:
         number = number_on(sim, rate=40, reserve=0.0)
-        sim.add_number(
-            phone_number_id=number.phone_number_id, access_token="sim-token", rate=20, burst=2
-        )
         done = campaign_on(sim, number, recipients=40, max_attempts=1)
         sim.configure(fail_recipients={"+5511900000003": 131026, "+5511900000005": 131000})
         campaign_start(campaign=done)
