@@ -90,7 +90,7 @@ def _authenticate(request: HttpRequest) -> ApiKey:
 
 
 def _json_body(request: HttpRequest) -> dict[str, Any]:
-    charset = request.content_params.get("charset", "utf-8").lower()
+    charset = (request.content_params or {}).get("charset", "utf-8").lower()
     if request.content_type != "application/json" or charset not in ("utf-8", "utf8"):
         raise ApiProblem(
             415, "unsupported_media_type", "Send the body as Content-Type: application/json."

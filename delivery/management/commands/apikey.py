@@ -68,7 +68,7 @@ class Command(SubcommandCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle_list(self, options: dict[str, Any]) -> None:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "id": key.pk,
                 "prefix": key.prefix,
