@@ -5,14 +5,19 @@ users per rolling 24 h, shared by all its numbers) runs out: messages are silent
 delivered. So the engine budgets it itself. One sorted set per account holds each user
 reached with the time of first reach; entries older than 24 h fall out. A send to a user
 already in the set is free; a new user is admitted only while the set is below the limit.
+
+Redis is not the source of truth: when the set is missing (Redis restarted, or the key was
+evicted) the caller's ``seed`` rebuilds it from the message table before anything is
+admitted, so losing Redis never resets the budget (``reach_from_table``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import redis
+from django.db import connection
 
 from whatsblast.redis import get_redis
 
@@ -60,18 +65,60 @@ def reach_key(waba_id: str) -> str:
     return f"wb:reach:{{{waba_id}}}"
 
 
+# Users the portfolio reached in the last 24 h as the table knows them, scored by first
+# reach in epoch ms like the set: campaign rows that went out (sent_at), rows in doubt
+# (unknown: a send was attempted), and rows in flight (sending) claimed over a second ago.
+# A row claimed within the last second may not have been admitted yet (the admission
+# follows the claim by one Redis round trip): counting it would admit it for free. Runs
+# only when the set is missing, once per worker that notices.
+_REACHED_SQL = """
+SELECT m."to", (extract(epoch FROM min(coalesce(m.sent_at, m.claimed_at))) * 1000)::bigint
+  FROM delivery_message m
+  JOIN campaigns_phonenumber p ON p.id = m.phone_number_id
+  JOIN campaigns_businessaccount a ON a.id = p.account_id
+ WHERE a.waba_id = %(waba_id)s
+   AND m.kind = 'campaign'
+   AND (m.sent_at >= now() - interval '24 hours'
+        OR (m.status = 'unknown' AND m.claimed_at >= now() - interval '24 hours')
+        OR (m.status = 'sending' AND m.claimed_at >= now() - interval '24 hours'
+            AND m.claimed_at < now() - interval '1 second'))
+ GROUP BY m."to"
+"""
+
+
+def reach_from_table(*, waba_id: str) -> list[tuple[str, int]]:
+    """(recipient, first reach in epoch ms) for every user reached in the last 24 h."""
+    with connection.cursor() as cursor:
+        cursor.execute(_REACHED_SQL, {"waba_id": waba_id})
+        return [(to, int(ms)) for to, ms in cursor.fetchall()]
+
+
 def reach_admit(
     *,
     waba_id: str,
     limit: int | None,
     recipients: Sequence[str],
+    seed: Callable[[], list[tuple[str, int]]] | None = None,
     conn: redis.Redis | None = None,
 ) -> Admission:
-    """Admit recipients against the account's rolling 24 h unique-user budget."""
+    """Admit recipients against the account's rolling 24 h unique-user budget.
+
+    ``seed`` (e.g. ``lambda: reach_from_table(waba_id=...)``) refills a missing set first.
+    Every admission follows its own worker's seeding, so once the set exists it holds the
+    table's users: workers seeding at once only add the same members again (ZADD NX).
+    """
     if limit is None or not recipients:
         return Admission(list(recipients), [], 0.0)
     conn = conn or get_redis()
-    flags = conn.eval(_ADMIT_LUA, 1, reach_key(waba_id), WINDOW_MS, limit, *recipients)
+    key = reach_key(waba_id)
+    if seed is not None and not conn.exists(key):
+        reached = seed()
+        if reached:
+            pipe = conn.pipeline()
+            pipe.zadd(key, dict(reached), nx=True)
+            pipe.pexpire(key, WINDOW_MS)
+            pipe.execute()
+    flags = conn.eval(_ADMIT_LUA, 1, key, WINDOW_MS, limit, *recipients)
     *admitted_flags, free_in_ms = flags
     admitted = [r for r, ok in zip(recipients, admitted_flags, strict=True) if ok]
     refused = [r for r, ok in zip(recipients, admitted_flags, strict=True) if not ok]

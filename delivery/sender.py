@@ -31,7 +31,7 @@ from delivery.claim import ClaimedMessage, claim_campaign_batch, release_message
 from delivery.cloud_api import Accepted, CloudApiClient, SendRequest, SendResult, get_client
 from delivery.outcomes import classify
 from delivery.ratelimit import TokenBucket, TrafficClass
-from delivery.reach import reach_admit
+from delivery.reach import reach_admit, reach_from_table
 from delivery.recording import settlements_record
 from delivery.settle import Effects, RetryPolicy, Settlement, settle
 from whatsblast.observability.metrics import SendMeter
@@ -241,7 +241,10 @@ class CampaignSlotSender:
         if self.limit is None or not rows:
             return rows
         admission = reach_admit(
-            waba_id=self.waba_id, limit=self.limit, recipients=[m.to for m in rows]
+            waba_id=self.waba_id,
+            limit=self.limit,
+            recipients=[m.to for m in rows],
+            seed=lambda: reach_from_table(waba_id=self.waba_id),
         )
         if not admission.refused:
             return rows
