@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, TemplateCategory, TemplateStatus
 from campaigns.params import CONTACT_COLUMNS, mapped_fields, mapping_validate, params_sql
+from campaigns.window_schedule import launch_schedule
 
 
 class LaunchError(ValueError):
@@ -25,6 +26,8 @@ class LaunchSummary:
     pending: int
     skipped: int
     already_started: bool
+    # Pending rows whose recipient's send window is closed: due at its next opening.
+    waiting_for_window: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -34,6 +37,11 @@ class LaunchSummary:
 # recipient). Opted-out contacts, and marketing templates to US numbers (Meta does not
 # deliver those), become `skipped` rows so the campaign's report accounts for everyone.
 # ON CONFLICT on the (campaign, to) unique index makes a second launch a no-op.
+#
+# The first next_attempt_at is now(), or for a campaign with a send window each row's
+# zone's next opening (see campaigns.window_schedule): the zone comes from equality joins
+# on the contact's phone prefix and attributes, the opening from a small per-zone table
+# computed in Python, so the statement stays one set-based INSERT.
 _INSERT_MESSAGES_SQL = """
 INSERT INTO delivery_message
        (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
@@ -49,8 +57,9 @@ SELECT 'campaign', %(campaign_id)s, c.id, %(phone_number_id)s, %(template_id)s, 
             WHEN %(us_blocked)s AND c.phone LIKE '+1%%'
                  THEN 'marketing templates are not delivered to US numbers'
             ELSE '' END,
-       0, 0, now(), '', '', '', '[]'::jsonb, now(), '', '', ''
+       0, 0, {next_attempt_expr}, '', '', '', '[]'::jsonb, now(), '', '', ''
   FROM campaigns_contact AS c
+  {schedule_joins}
  WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
                  WHERE contact_list_id = ANY(%(list_ids)s))
 ON CONFLICT DO NOTHING
@@ -105,8 +114,14 @@ def campaign_validate(*, campaign: Campaign) -> None:
                 )
 
 
-def campaign_start(*, campaign: Campaign, at: datetime | None = None) -> LaunchSummary:
-    """Launch now (or schedule for ``at``). Starting a started campaign changes nothing."""
+def campaign_start(
+    *, campaign: Campaign, at: datetime | None = None, now: datetime | None = None
+) -> LaunchSummary:
+    """Launch now (or schedule for ``at``). Starting a started campaign changes nothing.
+
+    ``now`` is the launch instant the send windows are read at (default: the clock).
+    """
+    now = now or timezone.now()
     with transaction.atomic():
         campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
         if campaign.status in (
@@ -115,24 +130,24 @@ def campaign_start(*, campaign: Campaign, at: datetime | None = None) -> LaunchS
             CampaignStatus.CANCELLED,
             CampaignStatus.PAUSED,
         ):
-            return _summary(campaign, already_started=True)
+            return _summary(campaign, already_started=True, now=now)
         campaign_validate(campaign=campaign)
-        if at is not None and at > timezone.now():
+        if at is not None and at > now:
             campaign.status = CampaignStatus.SCHEDULED
             campaign.scheduled_at = at
             campaign.save(update_fields=["status", "scheduled_at", "updated_at"])
             transaction.on_commit(lambda: _schedule(campaign.pk, at))
-            return _summary(campaign, already_started=False)
-        _insert_messages(campaign)
+            return _summary(campaign, already_started=False, now=now)
+        _insert_messages(campaign, now=now)
         campaign.status = CampaignStatus.RUNNING
         campaign.status_reason = ""
-        campaign.started_at = timezone.now()
+        campaign.started_at = now
         campaign.save(update_fields=["status", "status_reason", "started_at", "updated_at"])
         transaction.on_commit(lambda: _kick(campaign.pk))
-        return _summary(campaign, already_started=False)
+        return _summary(campaign, already_started=False, now=now)
 
 
-def _insert_messages(campaign: Campaign) -> None:
+def _insert_messages(campaign: Campaign, *, now: datetime) -> None:
     template = campaign.template
     params_expr, params_args = params_sql(template, campaign.param_mapping)
     # params_expr holds only %s placeholders and fixed column names; turn its positional
@@ -141,8 +156,14 @@ def _insert_messages(campaign: Campaign) -> None:
     for index, value in enumerate(params_args):
         params_expr = params_expr.replace("%s", f"%(p{index})s", 1)
         named[f"p{index}"] = value
-    sql = _INSERT_MESSAGES_SQL.format(params_expr=params_expr)
+    schedule = launch_schedule(campaign=campaign, now=now)
+    sql = _INSERT_MESSAGES_SQL.format(
+        params_expr=params_expr,
+        schedule_joins=schedule.joins,
+        next_attempt_expr=schedule.next_attempt_expr,
+    )
     with connection.cursor() as cursor:
+        schedule.load(cursor)
         cursor.execute(
             sql,
             {
@@ -152,20 +173,24 @@ def _insert_messages(campaign: Campaign) -> None:
                 "us_blocked": template.category == TemplateCategory.MARKETING,
                 "list_ids": list(campaign.lists.values_list("pk", flat=True)),
                 **named,
+                **schedule.params,
             },
         )
 
 
-def _summary(campaign: Campaign, *, already_started: bool) -> LaunchSummary:
+def _summary(campaign: Campaign, *, already_started: bool, now: datetime) -> LaunchSummary:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*), count(*) FILTER (WHERE status = 'pending'), "
-            "count(*) FILTER (WHERE status = 'skipped') "
+            "count(*) FILTER (WHERE status = 'skipped'), "
+            "count(*) FILTER (WHERE status = 'pending' AND next_attempt_at > %s) "
             "FROM delivery_message WHERE campaign_id = %s",
-            [campaign.pk],
+            [now, campaign.pk],
         )
-        total, pending, skipped = cursor.fetchone()
-    return LaunchSummary(campaign.pk, campaign.status, total, pending, skipped, already_started)
+        total, pending, skipped, waiting = cursor.fetchone()
+    return LaunchSummary(
+        campaign.pk, campaign.status, total, pending, skipped, already_started, waiting
+    )
 
 
 def _kick(campaign_id: int) -> None:

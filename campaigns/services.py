@@ -38,6 +38,8 @@ from campaigns.models import (
     TemplateStatus,
 )
 from campaigns.params import ParamMappingError, mapping_validate
+from campaigns.windows import SendWindow
+from campaigns.zones import zone_valid
 
 logger = logging.getLogger(__name__)
 
@@ -358,8 +360,16 @@ def campaign_create(
     list_names: Sequence[str],
     param_mapping: dict[str, Any] | None = None,
     language: str | None = None,
+    window: SendWindow | None = None,
+    time_zone: str = "",
+    time_zone_attribute: str = "timezone",
 ) -> Campaign:
-    """Create a draft campaign from a number, one of its WABA's templates and contact lists."""
+    """Create a draft campaign from a number, one of its WABA's templates and contact lists.
+
+    ``window`` limits sends to a daily window in each recipient's local time (see
+    campaigns.zones for how the zone is found); ``time_zone`` is the zone for recipients
+    whose number gives none, ``time_zone_attribute`` the contact attribute that overrides.
+    """
     if not name.strip():
         raise ValidationError("the campaign name must not be blank")
     number = _phone_number_get(phone_number_id)
@@ -367,6 +377,9 @@ def campaign_create(
     lists = _contact_lists_get(list_names)
     param_mapping = param_mapping or {"body": {}}
     param_mapping_validate(template=template, param_mapping=param_mapping)
+    zone = zone_valid(time_zone) if time_zone.strip() else ""
+    if zone is None:
+        raise ValidationError(f"unknown time zone {time_zone!r}: use an IANA name such as UTC")
     with transaction.atomic():
         campaign = Campaign.objects.create(
             name=name.strip(),
@@ -374,6 +387,10 @@ def campaign_create(
             template=template,
             param_mapping=param_mapping,
             status=CampaignStatus.DRAFT,
+            window_start=window.start if window else None,
+            window_end=window.end if window else None,
+            time_zone=zone,
+            time_zone_attribute=time_zone_attribute.strip(),
         )
         campaign.lists.set(lists)
     return campaign

@@ -27,6 +27,7 @@ from campaigns.management.base import SubcommandCommand
 from campaigns.models import Campaign
 from campaigns.selectors import CampaignProgress, campaign_progress
 from campaigns.services import campaign_create, param_mapping_from_specs
+from campaigns.windows import SendWindow
 
 
 class Command(SubcommandCommand):
@@ -79,6 +80,40 @@ class Command(SubcommandCommand):
             help="body param from a contact field (1=name, 2=city) or a constant "
             "(2=const:SALE20); every template param must be mapped",
         )
+        parser.add_argument(
+            "--header",
+            metavar="SOURCE",
+            help="the header's parameter: a field, or const:https://... (media link), "
+            "const:1234 (uploaded media id) or const:TEXT",
+        )
+        parser.add_argument(
+            "--button",
+            dest="buttons",
+            action="append",
+            default=[],
+            metavar="INDEX=SOURCE",
+            help="a button's parameter by index: a URL suffix (1=const:SUMMER, 1=coupon) "
+            "or a quick reply payload",
+        )
+        parser.add_argument(
+            "--window",
+            type=_window,
+            metavar="HH:MM-HH:MM",
+            help="send only inside this daily window in each recipient's local time, "
+            "e.g. 09:00-20:00 (22:00-06:00 wraps midnight)",
+        )
+        parser.add_argument(
+            "--time-zone",
+            default="",
+            metavar="ZONE",
+            help="IANA zone for recipients whose number gives none (default UTC)",
+        )
+        parser.add_argument(
+            "--time-zone-attribute",
+            default="timezone",
+            metavar="NAME",
+            help="contact attribute whose IANA zone overrides the number's (default timezone)",
+        )
 
     def handle_create(self, options: dict[str, Any]) -> None:
         campaign = campaign_create(
@@ -87,7 +122,12 @@ class Command(SubcommandCommand):
             template_name=options["template"],
             language=options["language"],
             list_names=options["lists"],
-            param_mapping=param_mapping_from_specs(options["params"]),
+            param_mapping=param_mapping_from_specs(
+                options["params"], header=options["header"], buttons=options["buttons"]
+            ),
+            window=options["window"],
+            time_zone=options["time_zone"],
+            time_zone_attribute=options["time_zone_attribute"],
         )
         self.stdout.write(str(campaign.pk))
 
@@ -149,6 +189,13 @@ class Command(SubcommandCommand):
             self.stdout.write(json.dumps(progress.as_dict(), indent=2))
         else:
             self.stdout.write(progress_text(progress))
+
+
+def _window(value: str) -> SendWindow:
+    try:
+        return SendWindow.parse(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _aware_datetime(value: str) -> datetime:

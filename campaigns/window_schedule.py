@@ -1,0 +1,260 @@
+"""Send windows applied to a campaign's recipients: at launch, at claim time, in the ETA.
+
+* Launch: each recipient's first ``next_attempt_at`` is ``now`` when its window is open,
+  else the window's next opening. The zones are few (a few hundred at most) while the
+  recipients are millions, so the openings are computed per zone in Python and the INSERT
+  joins each row to its zone's opening (``launch_schedule``): set-based, no loop per row.
+* Claim: a row may come due outside its window (the campaign overran the window, a retry
+  or a reconciled resend fell at night, the campaign was resumed late). ``WindowGuard``
+  looks at each claimed row and puts those whose window is closed back as pending with
+  their next opening, so nobody is messaged outside their window whatever path led there.
+* ETA: recipients per zone and their open hours (``campaign_window_eta``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from zoneinfo import ZoneInfo
+
+from django.db import connection, transaction
+
+from campaigns.models import Campaign, CampaignStatus
+from campaigns.windows import SendWindow, WindowEta, window_eta
+from campaigns.zones import (
+    DEFAULT_ZONE,
+    ZoneSql,
+    iana_zones,
+    lookup_table_load,
+    prefix_zones,
+    recipient_zone,
+    zone_sql,
+    zone_tables_load,
+    zone_valid,
+)
+
+if TYPE_CHECKING:
+    from django.db.backends.utils import CursorWrapper
+
+
+def campaign_window(campaign: Campaign) -> SendWindow | None:
+    if campaign.window_start is None or campaign.window_end is None:
+        return None
+    return SendWindow(campaign.window_start, campaign.window_end)
+
+
+def campaign_default_zone(campaign: Campaign) -> str:
+    return zone_valid(campaign.time_zone) or DEFAULT_ZONE
+
+
+# --- launch ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchSchedule:
+    """What the launch INSERT needs to give each row its first ``next_attempt_at``."""
+
+    joins: str  # joins on the contact alias
+    next_attempt_expr: str
+    params: dict[str, Any]
+    campaign: Campaign | None = None
+    openings: dict[str, datetime] | None = None
+
+    def load(self, cursor: CursorWrapper) -> None:
+        """Create the lookup tables the joins read (inside the launch's transaction)."""
+        if self.campaign is None or self.openings is None:
+            return
+        zone_tables_load(
+            cursor,
+            default_zone=campaign_default_zone(self.campaign),
+            attribute=self.campaign.time_zone_attribute,
+        )
+        lookup_table_load(
+            cursor,
+            "wb_tz_open",
+            list(self.openings),
+            list(self.openings.values()),
+            value_type="timestamptz",
+        )
+
+
+def launch_schedule(*, campaign: Campaign, now: datetime, alias: str = "c") -> LaunchSchedule:
+    """``now`` for recipients inside their window, their zone's next opening for the rest.
+
+    The openings are computed here per zone (a few hundred at most), and the INSERT joins
+    each row to its zone's opening in ``wb_tz_open``.
+    """
+    window = campaign_window(campaign)
+    if window is None:
+        return LaunchSchedule("", "now()", {})
+    default = campaign_default_zone(campaign)
+    zones = _zone_sql(campaign, alias)
+    candidates = prefix_zones(default)
+    if campaign.time_zone_attribute:
+        candidates |= set(iana_zones().values())
+    openings = {zone: window.next_opening(ZoneInfo(zone), now) for zone in sorted(candidates)}
+    return LaunchSchedule(
+        joins=f"{zones.joins}\n  LEFT JOIN wb_tz_open AS tzo ON tzo.key = {zones.expr}",
+        next_attempt_expr="coalesce(tzo.value, %(tz_now)s)",
+        params={**zones.params, "tz_now": now},
+        campaign=campaign,
+        openings=openings,
+    )
+
+
+def _zone_sql(campaign: Campaign, alias: str, phone: str | None = None) -> ZoneSql:
+    return zone_sql(
+        phone=phone or f"{alias}.phone",
+        attributes=f"{alias}.attributes",
+        attribute=campaign.time_zone_attribute,
+        default_zone=campaign_default_zone(campaign),
+    )
+
+
+# --- claim -------------------------------------------------------------------------------------
+
+
+class Claimed(Protocol):
+    @property
+    def id(self) -> int: ...
+    @property
+    def to(self) -> str: ...
+    @property
+    def contact_id(self) -> int | None: ...
+
+
+ClaimedT = TypeVar("ClaimedT", bound=Claimed)
+
+
+# Rows claimed outside their window go back untouched (no attempt spent), due at the
+# opening. The status guard leaves alone a row something else already moved.
+_HOLD_SQL = """
+UPDATE delivery_message AS m
+   SET status = 'pending', claimed_at = NULL, next_attempt_at = u.at
+  FROM unnest(%s::bigint[], %s::timestamptz[]) AS u(id, at)
+ WHERE m.id = u.id AND m.status = 'sending'
+"""
+
+
+class WindowGuard:
+    """Keeps a windowed campaign's sends inside each recipient's window."""
+
+    def __init__(self, campaign: Campaign, window: SendWindow) -> None:
+        self.window = window
+        self.attribute = campaign.time_zone_attribute
+        self.default_zone = campaign_default_zone(campaign)
+        self.held = 0
+
+    @classmethod
+    def for_campaign(cls, campaign: Campaign) -> WindowGuard | None:
+        window = campaign_window(campaign)
+        return cls(campaign, window) if window is not None else None
+
+    def admit(self, rows: Sequence[ClaimedT], *, now: datetime) -> list[ClaimedT]:
+        """The rows whose window is open at ``now``; the others go back until it opens."""
+        if not rows:
+            return []
+        attributes = self._attribute_values([r.contact_id for r in rows if r.contact_id])
+        openings: dict[str, datetime] = {}
+        admitted: list[ClaimedT] = []
+        held_ids: list[int] = []
+        held_at: list[datetime] = []
+        for row in rows:
+            zone = recipient_zone(
+                phone=row.to,
+                attribute_value=attributes.get(row.contact_id),
+                default_zone=self.default_zone,
+            )
+            if zone not in openings:
+                openings[zone] = self.window.next_opening(ZoneInfo(zone), now)
+            if openings[zone] <= now:
+                admitted.append(row)
+            else:
+                held_ids.append(row.id)
+                held_at.append(openings[zone])
+        if held_ids:
+            with connection.cursor() as cursor:
+                cursor.execute(_HOLD_SQL, [held_ids, held_at])
+            self.held += len(held_ids)
+        return admitted
+
+    def _attribute_values(self, contact_ids: list[int]) -> dict[int | None, Any]:
+        if not self.attribute or not contact_ids:
+            return {}
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, attributes ->> %s FROM campaigns_contact WHERE id = ANY(%s)",
+                [self.attribute, contact_ids],
+            )
+            return dict(cursor.fetchall())
+
+
+# --- ETA ---------------------------------------------------------------------------------------
+
+# Recipients still to send, per zone. The zone is computed from the row's own phone and,
+# for the attribute override, its contact's attributes.
+_PENDING_BY_ZONE_SQL = """
+SELECT {zone} AS zone, count(*)
+  FROM delivery_message AS m
+  LEFT JOIN campaigns_contact AS c ON c.id = m.contact_id
+  {joins}
+ WHERE m.campaign_id = %(campaign_id)s AND m.status IN ('pending', 'sending', 'unknown')
+ GROUP BY 1
+"""
+
+# Before launch: the audience the launch would make pending rows for.
+_AUDIENCE_BY_ZONE_SQL = """
+SELECT {zone} AS zone, count(*)
+  FROM campaigns_contact AS c
+  {joins}
+ WHERE c.opted_out_at IS NULL
+   AND c.id IN (SELECT contact_id FROM campaigns_listmembership
+                 WHERE contact_list_id = ANY(%(list_ids)s))
+ GROUP BY 1
+"""
+
+
+def recipients_by_zone(*, campaign: Campaign) -> dict[str, int]:
+    """Recipients still to send per zone: pending rows once launched, else the audience."""
+    if campaign.started_at is not None:
+        zones = _zone_sql(campaign, "c", phone='m."to"')
+        sql = _PENDING_BY_ZONE_SQL
+        params: dict[str, Any] = {"campaign_id": campaign.pk}
+    else:
+        zones = _zone_sql(campaign, "c")
+        sql = _AUDIENCE_BY_ZONE_SQL
+        params = {"list_ids": list(campaign.lists.values_list("pk", flat=True))}
+    with transaction.atomic(), connection.cursor() as cursor:
+        zone_tables_load(
+            cursor,
+            default_zone=campaign_default_zone(campaign),
+            attribute=campaign.time_zone_attribute,
+        )
+        cursor.execute(sql.format(zone=zones.expr, joins=zones.joins), {**zones.params, **params})
+        return {zone: int(n) for zone, n in cursor.fetchall()}
+
+
+def campaign_share_rate(*, campaign: Campaign) -> float:
+    """Messages a second this campaign may expect: its number's campaign share, split
+    evenly with the number's other running campaigns."""
+    number = campaign.phone_number
+    rate = min(number.effective_rate or number.rate_per_second, number.rate_per_second)
+    share = rate * (1 - number.transactional_reserve)
+    running = (
+        Campaign.objects.filter(phone_number=number, status=CampaignStatus.RUNNING)
+        .exclude(pk=campaign.pk)
+        .count()
+    )
+    return share / (running + 1)
+
+
+def campaign_window_eta(*, campaign: Campaign, now: datetime) -> WindowEta:
+    """When the campaign's remaining recipients will have been sent, windows included."""
+    return window_eta(
+        recipients_by_zone=recipients_by_zone(campaign=campaign),
+        window=campaign_window(campaign),
+        rate=campaign_share_rate(campaign=campaign),
+        now=now,
+    )
