@@ -20,7 +20,10 @@ _SCHEMAS: dict[str, Any] = {
         "additionalProperties": False,
         "required": ["value"],
         "properties": {
-            "type": {"enum": list(v.HEADER_TYPES), "default": "text"},
+            "type": {
+                "enum": list(v.HEADER_TYPES),
+                "description": "Optional; when given it must be the template's header format.",
+            },
             "value": {
                 **_STRING_PARAM,
                 "description": "Text, or for media a link or a media id from Meta's upload.",
@@ -28,6 +31,10 @@ _SCHEMAS: dict[str, Any] = {
         },
     },
     "ButtonParam": {
+        "description": (
+            "A parameter for the template's button at ``index``: a dynamic URL's suffix, a "
+            "quick reply's payload, or an authentication template's one-time code (url)."
+        ),
         "type": "object",
         "additionalProperties": False,
         "required": ["sub_type", "value"],
@@ -330,8 +337,9 @@ _PATHS: dict[str, Any] = {
                 "413": _error("The body is over the size cap."),
                 "415": _error("The body is not application/json (UTF-8)."),
                 "422": _error(
-                    "Unknown or unapproved template, wrong parameter count, unknown number, "
-                    "or text outside the 24 h service window."
+                    "Unknown or unapproved template, params that do not fit it (body count or "
+                    "names, header, buttons), unknown number, or text outside the 24 h "
+                    "service window."
                 ),
             },
         }

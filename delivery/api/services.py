@@ -18,10 +18,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from campaigns.models import PhoneNumber, Template, TemplateStatus
-from campaigns.params import template_body_keys
 from delivery import dispatch
 from delivery.api.errors import ApiProblem
-from delivery.api.validation import MessageRequest, TemplateRequest
+from delivery.api.template_params import params_for_template
+from delivery.api.validation import MessageRequest
 from delivery.apikeys import api_key_allows
 from delivery.models import ApiKey, Message, MessageKind
 
@@ -146,37 +146,7 @@ def _template_for(number: PhoneNumber, request: MessageRequest) -> tuple[Templat
             f"Template {wanted.name!r} is {template.status}, not APPROVED.",
             fields={"template.name": f"Template status is {template.status}."},
         )
-    _body_params_check(template, wanted)
-    return template, wanted.params
-
-
-def _body_params_check(template: Template, wanted: TemplateRequest) -> None:
-    """The body params must be exactly what the template's placeholders need."""
-    expected = template_body_keys(template)
-    body = wanted.params.get("body", [] if not template.body_param_names else {})
-    field = "template.params.body"
-    if template.body_param_names:
-        if not isinstance(body, dict):
-            raise _param_problem(field, f"Template takes named params: {', '.join(expected)}.")
-        missing = [name for name in expected if name not in body]
-        unknown = [name for name in body if name not in expected]
-        if missing or unknown:
-            parts = []
-            if missing:
-                parts.append(f"missing {', '.join(missing)}")
-            if unknown:
-                parts.append(f"unknown {', '.join(sorted(unknown)[:10])}")
-            wanted_names = ", ".join(expected)
-            raise _param_problem(field, f"Template takes {wanted_names}: {'; '.join(parts)}.")
-        return
-    if isinstance(body, dict):
-        raise _param_problem(field, f"Template takes {len(expected)} positional params (a list).")
-    if len(body) != len(expected):
-        raise _param_problem(field, f"Template takes {len(expected)} params, got {len(body)}.")
-
-
-def _param_problem(field: str, message: str) -> ApiProblem:
-    return ApiProblem(422, "template_params_mismatch", message, fields={field: message})
+    return template, params_for_template(template, wanted.params)
 
 
 def _service_window_check(number: PhoneNumber, to: str) -> None:

@@ -251,14 +251,15 @@ def _header(value: Any, path: str, errors: _Errors) -> dict[str, str] | list[dic
         return None
     for key in sorted(set(value) - {"type", "value"}, key=repr)[:20]:
         errors.add(f"{path}.{_safe_path(key)}", "Unknown field.")
-    kind = value.get("type", "text")
-    if kind not in HEADER_TYPES:
+    kind = value.get("type")
+    if kind is not None and kind not in HEADER_TYPES:
         errors.add(f"{path}.type", f"One of {', '.join(HEADER_TYPES)}.")
         return None
     text = errors.string(value.get("value"), f"{path}.value", max_length=MAX_PARAM)
     if text is None or errors.fields:
         return None
-    return {"type": str(kind), "value": text}
+    # The type is optional: the template's header format decides what is sent.
+    return {"value": text} if kind is None else {"type": str(kind), "value": text}
 
 
 def _buttons(value: Any, errors: _Errors) -> list[dict[str, Any]] | None:

@@ -134,7 +134,14 @@ NUMBER_ID = "fuzz-number"
 @pytest.fixture
 def fuzz_api(db) -> Api:
     number = make_phone_number(phone_number_id=NUMBER_ID)
-    make_template(account=number.account, name="otp", body_param_count=1)
+    make_template(
+        account=number.account,
+        name="otp",
+        body_param_count=1,
+        header_format="TEXT",
+        header_param="1",
+        buttons=[{"index": 0, "type": "URL", "sub_type": "url", "param": "required"}],
+    )
     _, raw = api_key_create(name="fuzz", phone_number_ids=[NUMBER_ID], requests_per_second=10**6)
     return Api(raw)
 

@@ -21,7 +21,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_template_send_carries_its_params_header_and_buttons() -> None:
     with running_simulator() as sim:
         number = number_on(sim, rate=80)
-        make_template(account=number.account, name="otp", body_param_count=1)
+        make_template(
+            account=number.account,
+            name="otp",
+            body_param_count=1,
+            buttons=[{"index": 0, "type": "URL", "sub_type": "url", "param": "required"}],
+        )
         sim.add_template(name="otp", language="en_US", body_params=1, buttons=["url"])
         _, raw = api_key_create(name="shop", phone_number_ids=[number.phone_number_id])
         params = {"body": ["482913"], "buttons": [{"sub_type": "url", "index": 0, "value": "c"}]}

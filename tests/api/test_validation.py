@@ -283,21 +283,121 @@ def test_named_params_must_match_the_templates_names(api, number, body, mentions
     assert mentions in error["message"]
 
 
-def test_named_params_are_stored_as_given(api, number) -> None:
-    make_template(
+URL_BUTTON = {"index": 0, "type": "URL", "sub_type": "url", "param": "required"}
+QUICK_REPLY = {"index": 1, "type": "QUICK_REPLY", "sub_type": "quick_reply", "param": "optional"}
+
+
+def order_template(number, **fields):
+    fields.setdefault("header_format", "IMAGE")
+    fields.setdefault("buttons", [URL_BUTTON, QUICK_REPLY])
+    return make_template(
         account=number.account,
         name="order",
         body_param_count=0,
         body_param_names=["first_name", "order_id"],
+        **fields,
     )
+
+
+def test_params_are_stored_as_the_template_renders_them(api, number) -> None:
+    order_template(number)
     params = {
         "body": {"order_id": "7", "first_name": "Asha"},
-        "header": {"type": "image", "value": "https://example.com/a.png"},
+        "header": {"value": "https://example.com/a.png"},
         "buttons": [{"sub_type": "url", "index": 0, "value": "track/7"}],
     }
     response, body = api.send(template_body(number, name="order", params=params))
     assert response.status_code == 202
-    assert Message.objects.get(pk=body["id"]).params == params
+    assert Message.objects.get(pk=body["id"]).params == {
+        "header": {"type": "image", "value": "https://example.com/a.png"},
+        "body": {"first_name": "Asha", "order_id": "7"},
+        "buttons": [{"sub_type": "url", "index": 0, "value": "track/7"}],
+    }
+
+
+ORDER_BODY = {"first_name": "Asha", "order_id": "7"}
+ORDER_BUTTON = [{"sub_type": "url", "index": 0, "value": "t/7"}]
+
+
+@pytest.mark.parametrize(
+    ("template_fields", "params", "mentions"),
+    [
+        ({}, {"body": ORDER_BODY, "buttons": ORDER_BUTTON}, "image header"),
+        (
+            {},
+            {"body": ORDER_BODY, "header": {"value": "not a link"}, "buttons": ORDER_BUTTON},
+            "link",
+        ),
+        (
+            {},
+            {
+                "body": ORDER_BODY,
+                "header": {"type": "video", "value": "https://x/a.mp4"},
+                "buttons": ORDER_BUTTON,
+            },
+            "not video",
+        ),
+        (
+            {"header_format": ""},
+            {"body": ORDER_BODY, "header": {"value": "x"}, "buttons": ORDER_BUTTON},
+            "no header",
+        ),
+        ({}, {"body": ORDER_BODY, "header": {"value": "123"}}, "need their parameter"),
+        (
+            {},
+            {
+                "body": ORDER_BODY,
+                "header": {"value": "123"},
+                "buttons": [*ORDER_BUTTON, {"sub_type": "url", "index": 5, "value": "x"}],
+            },
+            "no button 5",
+        ),
+        (
+            {},
+            {
+                "body": ORDER_BODY,
+                "header": {"value": "123"},
+                "buttons": [*ORDER_BUTTON, {"sub_type": "url", "index": 1, "value": "x"}],
+            },
+            "quick_reply button",
+        ),
+        (
+            {"buttons": [{"index": 0, "type": "CATALOG", "param": "unsupported"}]},
+            {"body": ORDER_BODY, "header": {"value": "123"}},
+            "cannot send",
+        ),
+    ],
+)
+def test_header_and_buttons_must_fit_the_template(
+    api, number, template_fields, params, mentions
+) -> None:
+    order_template(number, **template_fields)
+    error = refused(
+        api, 422, "template_params_mismatch", template_body(number, name="order", params=params)
+    )
+    assert mentions in error["message"], error
+    assert [key.split(".")[2] for key in error["fields"]] in (["header"], ["buttons"])
+
+
+def test_an_authentication_templates_code_button_takes_the_code(api, number) -> None:
+    make_template(
+        account=number.account,
+        name="login_code",
+        category="AUTHENTICATION",
+        body_text="{{1}} is your code.",
+        buttons=[{"index": 0, "type": "OTP", "sub_type": "", "param": "unsupported"}],
+    )
+    params = {"body": ["482913"], "buttons": [{"sub_type": "url", "index": 0, "value": "482913"}]}
+    response, body = api.send(template_body(number, name="login_code", params=params))
+    assert response.status_code == 202
+    assert Message.objects.get(pk=body["id"]).params["buttons"] == params["buttons"]
+    Message.objects.all().delete()
+    refused(
+        api,
+        422,
+        "template_params_mismatch",
+        template_body(number, name="login_code", params={"body": ["482913"]}),
+    )
 
 
 # --- text: only inside the 24 h customer-service window ------------------------------------
