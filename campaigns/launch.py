@@ -179,13 +179,16 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> None:
 
 
 def _summary(campaign: Campaign, *, already_started: bool, now: datetime) -> LaunchSummary:
+    # Only a windowed campaign has rows waiting for a window (without one, the rows carry
+    # the database's now(), which is not comparable with ``now``).
+    windowed = campaign.window_start is not None
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*), count(*) FILTER (WHERE status = 'pending'), "
             "count(*) FILTER (WHERE status = 'skipped'), "
-            "count(*) FILTER (WHERE status = 'pending' AND next_attempt_at > %s) "
+            "count(*) FILTER (WHERE %s AND status = 'pending' AND next_attempt_at > %s) "
             "FROM delivery_message WHERE campaign_id = %s",
-            [now, campaign.pk],
+            [windowed, now, campaign.pk],
         )
         total, pending, skipped, waiting = cursor.fetchone()
     return LaunchSummary(

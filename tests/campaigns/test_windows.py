@@ -327,7 +327,7 @@ def test_launch_the_night_before_the_clocks_change() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_no_window_means_everyone_is_due_at_once() -> None:
     campaign = windowed_campaign(None)
-    campaign_start(campaign=campaign)
+    assert campaign_start(campaign=campaign).waiting_for_window == 0
     assert not Message.objects.filter(
         campaign=campaign, next_attempt_at__gt=timezone.now()
     ).exists()
