@@ -71,6 +71,46 @@ def template_button_params(template: Template) -> dict[str, dict[str, Any]]:
     }
 
 
+def template_param_slots(template: Template) -> list[dict[str, Any]]:
+    """Every parameter a campaign can map for ``template``, in send order, for forms.
+
+    ``{"section": "header" | "body" | "buttons", "key": ..., "required": bool,
+    "kind": ..., "example": ...}``; ``key`` is what the mapping uses (None for the header).
+    """
+    slots: list[dict[str, Any]] = []
+    if template.header_takes_param:
+        kind = template.header_format.lower()
+        slots.append(
+            {
+                "section": "header",
+                "key": None,
+                "required": True,
+                "kind": "text" if kind == "text" else f"{kind} link or media id",
+                "example": template.header_example,
+            }
+        )
+    examples = template.body_examples
+    for index, key in enumerate(template_body_keys(template)):
+        if isinstance(examples, dict):
+            example = examples.get(key, "")
+        else:
+            example = examples[index] if index < len(examples) else ""
+        slots.append(
+            {"section": "body", "key": key, "required": True, "kind": "text", "example": example}
+        )
+    for key, button in template_button_params(template).items():
+        slots.append(
+            {
+                "section": "buttons",
+                "key": key,
+                "required": button["param"] == PARAM_REQUIRED,
+                "kind": _button_role(button),
+                "example": button.get("example", ""),
+            }
+        )
+    return slots
+
+
 def mapping_validate(template: Template, mapping: dict[str, Any]) -> None:
     """Raise ``ParamMappingError`` unless the mapping supplies exactly the template's params.
 

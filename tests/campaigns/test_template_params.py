@@ -16,7 +16,13 @@ from django.test import override_settings
 
 from campaigns.launch import LaunchError, campaign_start
 from campaigns.models import BusinessAccount, CampaignStatus, Template, TemplateStatus
-from campaigns.params import ParamMappingError, mapping_validate, params_render, params_sql
+from campaigns.params import (
+    ParamMappingError,
+    mapping_validate,
+    params_render,
+    params_sql,
+    template_param_slots,
+)
 from campaigns.services import campaign_create, param_mapping_from_specs, param_mapping_validate
 from campaigns.template_components import components_parse
 from campaigns.templates_sync import templates_sync
@@ -69,6 +75,8 @@ def catalogue_template(
         body_param_names=parsed.body_param_names,
         header_format=parsed.header_format,
         header_param=parsed.header_param,
+        header_example=parsed.header_example,
+        body_examples=parsed.body_examples,
         buttons=parsed.buttons,
         **fields,
     )
@@ -382,3 +390,31 @@ def test_a_launch_is_refused_for_a_missing_param_or_a_missing_field_value() -> N
     with pytest.raises(LaunchError, match="1 contact.s. have no value for mapped field 'coupon'"):
         campaign_start(campaign=campaign)
     assert not Message.objects.exists()
+
+
+def test_the_slots_a_form_offers_are_exactly_the_templates_params() -> None:
+    components = [
+        *MEDIA_URL_TEMPLATE[:1],
+        {"type": "BODY", "text": "Hi {{1}}, {{2}} off.", "example": {"body_text": [["Ana", "5%"]]}},
+        MEDIA_URL_TEMPLATE[2],
+    ]
+    template = catalogue_template(make_account(), "sale", components)
+    assert template_param_slots(template) == [
+        {
+            "section": "header",
+            "key": None,
+            "required": True,
+            "kind": "image link or media id",
+            "example": "4::aW1n",
+        },
+        {"section": "body", "key": "1", "required": True, "kind": "text", "example": "Ana"},
+        {"section": "body", "key": "2", "required": True, "kind": "text", "example": "5%"},
+        {
+            "section": "buttons",
+            "key": "0",
+            "required": False,
+            "kind": "quick reply payload, optional",
+            "example": "",
+        },
+        {"section": "buttons", "key": "1", "required": True, "kind": "url suffix", "example": ""},
+    ]
