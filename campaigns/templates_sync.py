@@ -243,7 +243,7 @@ def _template_from_graph(
         body_examples=parsed.body_examples,
         header_format=parsed.header_format,
         header_text=parsed.header_text,
-        header_param=parsed.header_param,
+        header_param=parsed.header_param[:64],
         header_example=parsed.header_example,
         buttons=parsed.buttons,
         components=item.get("components") or [],
