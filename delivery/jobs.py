@@ -7,6 +7,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections
+from redis.exceptions import RedisError
 
 logger = logging.getLogger(__name__)
 
@@ -32,13 +33,30 @@ def campaign_send_job(campaign_id: int, slot: int, token: str) -> dict[str, Any]
         reserve=campaign.phone_number.transactional_reserve,
     )
     sender = CampaignSlotSender(campaign, slots=count, should_yield=dispatch.transactional_waiting)
-    report = sender.run(
-        budget_s=settings.CAMPAIGN_JOB_BUDGET_SECONDS,
-        renew=lambda: slots.slot_renew(campaign_id, slot, token),
-        hand_over=lambda: dispatch.campaign_continue(
-            campaign_id=campaign_id, slot=slot, token=token
-        ),
-    )
+    handed_over: list[bool] = []
+
+    def hand_over() -> None:
+        dispatch.campaign_continue(campaign_id=campaign_id, slot=slot, token=token)
+        handed_over.append(True)
+
+    try:
+        report = sender.run(
+            budget_s=settings.CAMPAIGN_JOB_BUDGET_SECONDS,
+            renew=lambda: slots.slot_renew(campaign_id, slot, token),
+            hand_over=hand_over,
+        )
+    except Exception:
+        # The job dies (PostgreSQL went away, a bug): free its slot now, so the next
+        # maintenance tick starts a fresh chain instead of waiting out the lease. The rows
+        # it had in flight are the reconciler's, as after a crash.
+        if not handed_over:
+            try:
+                slots.slot_release(campaign_id, slot, token)
+            except RedisError:
+                logger.warning(
+                    "campaign %s slot %s not released: Redis unavailable", campaign_id, slot
+                )
+        raise
     if not report.handed_over:
         slots.slot_release(campaign_id, slot, token)
         campaigns_complete_finished(campaign_id=campaign_id)

@@ -16,7 +16,12 @@ import redis
 
 from whatsblast.redis import get_redis
 
-LEASE_S = 30
+# Renewed every half second by the running job, so a short lease costs nothing while the
+# job lives and bounds the pause after a worker is killed: the slot frees LEASE_S after the
+# last renewal and the next maintenance tick starts a fresh chain. A job stalled past the
+# lease only loses its slot (it stops at its next check); claims are SKIP LOCKED and the
+# bucket is shared, so a short overlap of two chains sends nothing twice and nothing faster.
+LEASE_S = 10
 
 _RENEW_LUA = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
