@@ -8,7 +8,12 @@ Two buckets per phone number, taken together in one Lua script so the take is at
 Campaign traffic therefore never exceeds ``(1 - reserve) * R``, the number as a whole never
 exceeds R, and at least ``reserve * R`` is always left for transactional sends, which take
 only from the number bucket. Both refill continuously (tokens are fractional) and are
-capped at a small burst, so a second never sees much more than the rate.
+capped at a small burst.
+
+A bucket alone lets a full burst follow a stall inside one second: a second may then hold
+the rate plus the burst (a worker killed or restarted, a job handing over). So every grant
+is also written to a send log of 10 ms slots, and no grant takes a one-second window of the
+log past the rate: Meta counts per second, and no second may hold more than the rate.
 
 Keys carry the phone number id as a Redis Cluster hash tag (``{pnid}``) so every key of one
 number lives on one shard and the script may touch them all.
@@ -39,7 +44,7 @@ class Grant:
 
 
 # KEYS[1] number bucket hash, KEYS[2] campaign bucket hash, KEYS[3] pause key,
-# KEYS[4] adaptive-rate key.
+# KEYS[4] adaptive-rate key, KEYS[5] send log (grants per 10 ms slot, last second).
 # ARGV: rate, reserve, burst_s, want, is_campaign (1/0)
 # Returns {granted, wait_ms}.
 # "now" is Redis's clock, not the caller's: workers on several hosts must agree on it for
@@ -83,12 +88,44 @@ if is_campaign then
   avail = math.min(avail, math.floor(c_tokens))
 end
 local granted = math.max(0, math.min(want, avail))
+
+-- The send log: what the last second granted caps this grant. 101 slots of 10 ms: a grant
+-- made anywhere in its slot stays counted for at least a full second.
+local slot = math.floor(now / 10)
+local fields = {}
+for i = 1, 101 do fields[i] = slot - (i - 1) end
+local counts = redis.call('HMGET', KEYS[5], unpack(fields))
+local used = 0
+local oldest = nil
+for i = 101, 1, -1 do
+  local c = tonumber(counts[i])
+  if c then
+    used = used + c
+    if oldest == nil and c > 0 then oldest = slot - (i - 1) end
+  end
+end
+local room = math.max(0, math.floor(rate) - used)
+local log_wait = 0
+if granted > room then
+  granted = room
+  -- Room comes back when the oldest slot of the window leaves it.
+  if oldest ~= nil then log_wait = math.max(1, (oldest + 101) * 10 - now) else log_wait = 10 end
+end
+if granted > 0 then redis.call('HINCRBY', KEYS[5], slot, granted) end
+redis.call('PEXPIRE', KEYS[5], 2000)
+if redis.call('HLEN', KEYS[5]) > 150 then
+  for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
+    if tonumber(f) <= slot - 101 then redis.call('HDEL', KEYS[5], f) end
+  end
+end
+
 n_tokens = n_tokens - granted
 redis.call('HSET', KEYS[1], 'tokens', n_tokens, 'ts', now)
 redis.call('PEXPIRE', KEYS[1], 60000)
 local wait = 0
 if granted < want then
   wait = math.ceil((1 - (n_tokens - math.floor(n_tokens))) * 1000.0 / rate)
+  if log_wait > wait then wait = log_wait end
 end
 if is_campaign then
   c_tokens = c_tokens - granted
@@ -103,10 +140,20 @@ return {granted, wait}
 """
 
 # Give back tokens that were taken but not used (fewer rows to claim than tokens).
+# KEYS[1] the send log, KEYS[2..] the buckets. The log takes the refund off its current
+# slot: within a few ms of the grant's own slot, so the window's sum is right again.
 _REFUND_LUA = """
 local n = tonumber(ARGV[1])
 for i, key in ipairs(KEYS) do
-  if redis.call('EXISTS', key) == 1 then redis.call('HINCRBYFLOAT', key, 'tokens', n) end
+  if i == 1 then
+    if redis.call('EXISTS', key) == 1 then
+      local t = redis.call('TIME')
+      local slot = math.floor((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) / 10)
+      redis.call('HINCRBY', key, slot, -n)
+    end
+  elseif redis.call('EXISTS', key) == 1 then
+    redis.call('HINCRBYFLOAT', key, 'tokens', n)
+  end
 end
 return 1
 """
@@ -138,6 +185,7 @@ class TokenBucket:
         self.campaign_key = f"{KEY_PREFIX}:{tag}:campaign"
         self.pause_key = f"{KEY_PREFIX}:{tag}:paused_until"
         self.adaptive_key = f"{KEY_PREFIX}:{tag}:adaptive_rate"
+        self.log_key = f"{KEY_PREFIX}:{tag}:log"
         self._acquire = self._conn.register_script(_ACQUIRE_LUA)
         self._refund = self._conn.register_script(_REFUND_LUA)
 
@@ -146,7 +194,13 @@ class TokenBucket:
         if want <= 0:
             return Grant(0, 0.0)
         granted, wait_ms = self._acquire(
-            keys=[self.number_key, self.campaign_key, self.pause_key, self.adaptive_key],
+            keys=[
+                self.number_key,
+                self.campaign_key,
+                self.pause_key,
+                self.adaptive_key,
+                self.log_key,
+            ],
             args=[
                 self.rate,
                 self.reserve,
@@ -160,7 +214,7 @@ class TokenBucket:
     def refund(self, tokens: int, traffic: TrafficClass) -> None:
         if tokens <= 0:
             return
-        keys = [self.number_key]
+        keys = [self.log_key, self.number_key]
         if traffic is TrafficClass.CAMPAIGN:
             keys.append(self.campaign_key)
         self._refund(keys=keys, args=[tokens])
