@@ -1,0 +1,899 @@
+"""Fault scenarios: a campaign at full speed through real processes, broken on purpose.
+
+One run owns everything it breaks: a private PostgreSQL cluster and a private Redis (see
+``services``), the Cloud API simulator (in this process, posting signed status webhooks),
+a gunicorn web server taking those webhooks, RQ workers and the ticker as subprocesses. It
+creates a number, a template, the contacts and a campaign, launches it, injects the fault,
+waits for the campaign to complete and every webhook to be applied, then checks the table
+against the simulator's own records and prints one JSON report:
+
+    recipients, final states, duplicates (recipients the simulator accepted more than once),
+    resent (rows the ambiguous-send policy put back: "ambiguous settled: pending"),
+    duplicates_not_resent, accepted_not_final, final_not_accepted, open_rows,
+    max_second vs rate per number, the fault's own figures, timings.
+
+    .venv/bin/python -m tests.faults.runner --fault sigkill [--recipients 3000] [--rate 200]
+    .venv/bin/python -m tests.faults.runner --fault all --long     # 50,000 recipients each
+
+Faults: sigkill, redis_restart, postgres_restart, simulator_faults, webhook_backlog, and
+``scale`` (no fault: 10 numbers, 4 workers as two hosts). ``--long`` (or
+WHATSBLAST_FAULTS_LONG=1) uses the issue's sizes: 50,000 recipients, 5xx for 30 s, timeouts
+for 10 s, a 60 s webhook backlog.
+
+Settings the processes run with (and why): WHATSAPP_READ_TIMEOUT=1 (a held answer becomes
+an ambiguous send within a second), SEND_LEASE_SECONDS=5 and UNKNOWN_SETTLE_SECONDS=8 (rows
+of a killed worker are reconciled within seconds, and webhook evidence still has time to
+settle them first), CAMPAIGN_JOB_BUDGET_SECONDS=5 (chains hand over often, so a kill lands
+mid-job on either worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.faults.services import PrivatePostgres, PrivateRedis, short_tmpdir  # noqa: E402
+
+FAULTS = (
+    "sigkill",
+    "redis_restart",
+    "postgres_restart",
+    "simulator_faults",
+    "webhook_backlog",
+    "scale",
+)
+FINAL_SENT = ("sent", "delivered", "read")
+OPEN = ("pending", "sending", "unknown")
+APP_SECRET = "fault-suite-secret"  # noqa: S105 - the simulator's signing key, test only
+TOKEN = "fault-token"  # noqa: S105 - the simulator's access token, test only
+# A second may hold the number's rate plus this many sends: the bucket paces at 98.5 % of
+# the rate and keeps a burst of a tenth of a second (at most 25 tokens), and a send's
+# arrival second at the simulator is its start plus network jitter. Stated here, asserted
+# by the tests, printed in every report.
+BURST_ALLOWANCE_FRACTION = 0.05
+BURST_ALLOWANCE_MIN = 3
+
+
+def rate_bound(rate: float) -> int:
+    return int(rate + max(BURST_ALLOWANCE_MIN, rate * BURST_ALLOWANCE_FRACTION))
+
+
+@dataclass
+class Plan:
+    fault: str
+    recipients: int
+    rate: int
+    long: bool
+    workers: int = 2
+    numbers: int = 1
+    # simulator_faults phases (seconds)
+    five_xx_s: float = 5.0
+    timeout_s: float = 3.0
+    throttle_s: float = 3.0
+    # webhook_backlog: how long the applier stays down
+    backlog_s: float = 10.0
+    # restarts: how long the server stays down
+    down_s: float = 3.0
+    max_attempts: int = 5
+    timeout_s_total: float = 240.0
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, fault: str, *, recipients: int | None, rate: int | None, long: bool) -> Plan:
+        plan = cls(fault=fault, recipients=recipients or 3000, rate=rate or 200, long=long)
+        if long:
+            plan.recipients = recipients or 50_000
+            plan.five_xx_s, plan.timeout_s, plan.throttle_s = 30.0, 10.0, 10.0
+            plan.backlog_s = 60.0
+            plan.down_s = 5.0
+            plan.timeout_s_total = 1800.0
+        if fault == "simulator_faults":
+            # Backoff with full jitter spends ~1 + 2 + 4 + ... s per failed attempt: enough
+            # attempts that 5xx for the phase's length exhausts none of them.
+            plan.max_attempts = 12 if long else 8
+        if fault == "scale":
+            plan.workers = 4
+            plan.numbers = 10
+            plan.recipients = recipients or 6  # seconds of each number's rate
+            # Several chains per number, so every number is sent by several workers at once.
+            plan.extra_env["CAMPAIGN_SLOT_RATE"] = "15"
+            plan.extra_env["CAMPAIGN_JOB_BUDGET_SECONDS"] = "2"
+        return plan
+
+
+# --------------------------------------------------------------------------------------
+# The run
+# --------------------------------------------------------------------------------------
+
+
+class Run:
+    """Everything one scenario starts, and the checks at its end."""
+
+    def __init__(self, plan: Plan, base_dir: Path) -> None:
+        self.plan = plan
+        self.base_dir = base_dir
+        self.pg = PrivatePostgres(base_dir / "pg")
+        self.redis = PrivateRedis(base_dir / "redis")
+        self.events: list[dict[str, Any]] = []
+        self.started = time.monotonic()
+        self.restarts: Counter[str] = Counter()
+
+    # --- setup ---------------------------------------------------------------------------
+
+    def start_services(self) -> dict[str, str]:
+        self.pg.start()
+        self.redis.start()
+        url = self.pg.create_database("faults")
+        env = {
+            "DATABASE_URL": url,
+            "REDIS_URL": self.redis.url,
+            "DEBUG": "1",
+            "SECRET_KEY": "fault-suite-not-secret",
+            "WHATSAPP_APP_SECRET": APP_SECRET,
+            "WHATSAPP_READ_TIMEOUT": "1",
+            "SEND_LEASE_SECONDS": "5",
+            "UNKNOWN_SETTLE_SECONDS": "8",
+            "CAMPAIGN_JOB_BUDGET_SECONDS": "5",
+            "LOG_LEVEL": "WARNING",
+            "WHATSBLAST_DATA_DIR": str(self.base_dir / "data"),
+            **self.plan.extra_env,
+        }
+        subprocess.run(  # noqa: S603 - our own manage.py
+            [sys.executable, str(ROOT / "manage.py"), "migrate", "-v", "0"],
+            env={**os.environ, **env},
+            check=True,
+            cwd=ROOT,
+        )
+        os.environ.update(env)
+        return env
+
+    def setup_django(self) -> None:
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "whatsblast.settings")
+        import django
+
+        django.setup()
+
+    def log(self, what: str, **data: Any) -> None:
+        entry = {"t": round(time.monotonic() - self.started, 2), "event": what, **data}
+        self.events.append(entry)
+        print(json.dumps(entry), file=sys.stderr, flush=True)
+
+
+def _retrying(fn: Callable[[], Any], *, timeout: float = 60.0) -> Any:
+    """Run a database read, riding out a PostgreSQL restart."""
+    from django.db import InterfaceError, OperationalError, connection
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return fn()
+        except (OperationalError, InterfaceError):
+            connection.close()
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def _sql(sql: str, params: Any = None) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    def go() -> list[tuple[Any, ...]]:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+
+    return _retrying(go)
+
+
+def create_campaign(
+    *, sim: Any, index: int, rate: int, recipients: int, max_attempts: int, tier: str
+) -> Any:
+    """One account, number, template, contact list and campaign on the simulator."""
+    from campaigns.models import BusinessAccount, Campaign, ContactList, PhoneNumber, Template
+
+    tag = f"f{index}-{uuid.uuid4().hex[:6]}"
+    account = BusinessAccount.objects.create(waba_id=f"waba-{tag}", messaging_limit_tier=tier)
+    number = PhoneNumber.objects.create(
+        phone_number_id=f"pn-{tag}",
+        display_phone_number=f"+1555{index:07d}",
+        account=account,
+        access_token=TOKEN,
+        rate_per_second=rate,
+        transactional_reserve=0.0,
+        api_base_url=sim.url,
+    )
+    template = Template.objects.create(
+        account=account, name="fault_promo", language="en_US", body_param_count=1
+    )
+    sim.add_number(
+        phone_number_id=number.phone_number_id,
+        access_token=TOKEN,
+        rate=rate,
+        waba_id=account.waba_id,
+    )
+    sim.add_template(name="fault_promo", language="en_US", body_params=1)
+    contact_list = ContactList.objects.create(name=f"list-{tag}")
+    # Set-based: the audience in two statements, distinct people for every campaign.
+    _sql(
+        """
+        INSERT INTO campaigns_contact (phone, name, attributes, created_at, updated_at)
+        SELECT '+4917' || lpad((%(base)s + g)::text, 10, '0'), 'P' || g, '{}', now(), now()
+          FROM generate_series(1, %(n)s) AS g
+        """,
+        {"base": index * 10_000_000, "n": recipients},
+    )
+    _sql(
+        """
+        INSERT INTO campaigns_listmembership (contact_list_id, contact_id, added_at)
+        SELECT %(list)s, id, now() FROM campaigns_contact
+         WHERE phone BETWEEN '+4917' || lpad(%(lo)s::text, 10, '0')
+                         AND '+4917' || lpad(%(hi)s::text, 10, '0')
+        """,
+        {
+            "list": contact_list.pk,
+            "lo": index * 10_000_000 + 1,
+            "hi": index * 10_000_000 + recipients,
+        },
+    )
+    campaign = Campaign.objects.create(
+        name=f"fault-{tag}",
+        phone_number=number,
+        template=template,
+        param_mapping={"body": {"1": {"field": "name"}}},
+        max_attempts=max_attempts,
+        ambiguous_policy="resend",
+    )
+    campaign.lists.set([contact_list])
+    return campaign
+
+
+# --------------------------------------------------------------------------------------
+# Processes
+# --------------------------------------------------------------------------------------
+
+
+class Cluster:
+    """The web server, workers and ticker, supervised the way systemd would (Restart=always)."""
+
+    def __init__(self, run: Run, env: dict[str, str]) -> None:
+        from whatsblast.processes import ProcessGroup, free_port
+
+        self.run = run
+        self.env = env
+        self.port = free_port()
+        self.groups = {
+            "a": ProcessGroup(run.base_dir / "logs" / "host-a", env),
+            "b": ProcessGroup(run.base_dir / "logs" / "host-b", env),
+        }
+        self.specs: dict[str, tuple[str, tuple[str, ...]]] = {}
+        self.stopped: set[str] = set()
+
+    def start(self, name: str, *args: str, group: str = "a") -> None:
+        self.specs[name] = (group, args)
+        self.stopped.discard(name)
+        self.groups[group].manage(name, *args)
+
+    def start_web(self) -> str:
+        from whatsblast.processes import wait_for_http
+
+        self.specs["web"] = ("a", ())
+        self.groups["a"].start(
+            "web",
+            [
+                "-m",
+                "gunicorn",
+                "whatsblast.wsgi:application",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--workers",
+                "1",
+                "--threads",
+                "8",
+                "--worker-class",
+                "gthread",
+                "--timeout",
+                "60",
+            ],
+        )
+        url = f"http://127.0.0.1:{self.port}"
+        wait_for_http(f"{url}/healthz", timeout=60)
+        return url
+
+    def child(self, name: str) -> Any:
+        for group in self.groups.values():
+            for child in group.children:
+                if child.name == name:
+                    return child
+        return None
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal the child's whole process group (an RQ worker and its work horse)."""
+        group_name = self.specs[name][0]
+        child = self.child(name)
+        if child is not None:
+            self.groups[group_name].kill(child, sig)
+
+    def stop_child(self, name: str) -> None:
+        """Stop on purpose (SIGTERM, warm shutdown) and keep it stopped."""
+        self.stopped.add(name)
+        self.kill(name, signal.SIGTERM)
+
+    def supervise(self) -> None:
+        """Restart children that exited on their own (Redis or PostgreSQL went away)."""
+        for group_name, group in self.groups.items():
+            for child in list(group.children):
+                if child.alive():
+                    continue
+                group.children.remove(child)
+                self.run.restarts[child.name] += 1
+                self.run.log(
+                    "restarted",
+                    child=child.name,
+                    code=child.process.returncode,
+                    tail=child.log_tail(5)[-600:],
+                )
+                if child.name == "web":
+                    self.start_web()
+                elif child.name not in self.stopped:
+                    self.groups[group_name].manage(child.name, *self.specs[child.name][1])
+
+    def stop(self) -> None:
+        for group in self.groups.values():
+            group.stop()
+
+
+def busy_campaign_worker(redis_url: str, cluster: Cluster) -> str | None:
+    """The worker child whose job holds a campaign slot's lease right now, if any.
+
+    Only the lease holder is taking new work: a job that handed over and is draining its
+    last sends is not the one to kill (its continuation already runs elsewhere).
+    """
+    import redis
+    from rq import Worker
+    from rq.job import Job
+    from rq.serializers import JSONSerializer
+
+    from delivery.slots import slot_key
+
+    conn = redis.Redis.from_url(redis_url)
+    pids = {}
+    for group in cluster.groups.values():
+        for child in group.children:
+            pids[child.process.pid] = child.name
+    for worker in Worker.all(connection=conn, serializer=JSONSerializer):
+        job_id = worker.get_current_job_id()
+        if not job_id or worker.pid not in pids:
+            continue
+        try:
+            job = Job.fetch(job_id, connection=conn, serializer=JSONSerializer)
+        except Exception:  # noqa: BLE001, S112 - the job finished meanwhile
+            continue
+        if not job.func_name.endswith("campaign_send_job"):
+            continue
+        campaign_id, slot, token = job.args
+        if conn.get(slot_key(campaign_id, slot)) == token.encode():
+            return pids[worker.pid]
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Scenario
+# --------------------------------------------------------------------------------------
+
+
+def scenario(plan: Plan, base_dir: Path) -> dict[str, Any]:
+    run = Run(plan, base_dir)
+    env = run.start_services()
+    run.setup_django()
+
+    from campaigns.launch import campaign_start
+    from delivery.simulator.config import SimConfig
+    from delivery.simulator.server import SimulatorServer
+
+    sim = SimulatorServer(
+        SimConfig(
+            latency_ms=100,
+            jitter_ms=30,
+            pair_limit_enabled=False,
+            app_secret=APP_SECRET,
+            read_fraction=0.0,
+            webhook_batch_size=50,
+            webhook_batch_wait_ms=200,
+            # Answers held in all_timeout mode are released soon after the client gave up.
+            timeout_hold_s=3.0,
+        )
+    ).start()
+    cluster = Cluster(run, env)
+    result: dict[str, Any] = {}
+    try:
+        web = cluster.start_web()
+        sim.configure(callback_url=f"{web}/webhooks/whatsapp")
+        campaigns = _campaigns_for(plan, sim)
+        limited = None
+        if plan.fault == "redis_restart":
+            # A second account at the lowest messaging-limit tier: its 24 h budget of unique
+            # users lives in a Redis set, lost with Redis.
+            limited = create_campaign(
+                sim=sim,
+                index=90,
+                rate=50,
+                recipients=400,
+                max_attempts=plan.max_attempts,
+                tier="TIER_250",
+            )
+        _start_workers(plan, cluster)
+        cluster.start("ticker", "ticker", "--every", "1")
+        if plan.fault == "webhook_backlog":
+            cluster.start("applier", "rqworker", "maintenance")
+        time.sleep(3)  # workers up before the clock starts
+        run.log("launch", recipients=plan.recipients * len(campaigns))
+        send_started = time.time()
+        for campaign in campaigns:
+            campaign_start(campaign=campaign)
+        if limited is not None:
+            campaign_start(campaign=limited)
+        fault = FAULT_STEPS[plan.fault]
+        fault_report = fault(run, cluster, sim, campaigns, limited)
+        _wait_complete(run, cluster, campaigns, timeout=plan.timeout_s_total)
+        send_s = time.time() - send_started
+        _wait_webhooks(run, cluster, sim, campaigns)
+        result = _verify(run, sim, campaigns, limited)
+        result.update(
+            {
+                "fault": plan.fault,
+                "long": plan.long,
+                "workers": plan.workers,
+                "send_s": round(send_s, 1),
+                "fault_details": fault_report,
+                "process_restarts": dict(run.restarts),
+                "timeline": run.events,
+            }
+        )
+    finally:
+        cluster.stop()
+        sim.stop()
+        run.redis.stop()
+        run.pg.stop()
+    return result
+
+
+def _campaigns_for(plan: Plan, sim: Any) -> list[Any]:
+    if plan.fault == "scale":
+        rates = [20 + 5 * i for i in range(plan.numbers)]  # 20 … 65 msg/s, 425 in all
+        return [
+            create_campaign(
+                sim=sim,
+                index=i,
+                rate=rate,
+                recipients=rate * plan.recipients,
+                max_attempts=plan.max_attempts,
+                tier="TIER_UNLIMITED",
+            )
+            for i, rate in enumerate(rates)
+        ]
+    return [
+        create_campaign(
+            sim=sim,
+            index=0,
+            rate=plan.rate,
+            recipients=plan.recipients,
+            max_attempts=plan.max_attempts,
+            tier="TIER_UNLIMITED",
+        )
+    ]
+
+
+def _start_workers(plan: Plan, cluster: Cluster) -> None:
+    if plan.fault == "scale":
+        # Two "hosts": separate process groups, the same Redis and PostgreSQL.
+        for index in range(plan.workers):
+            group = "a" if index % 2 == 0 else "b"
+            cluster.start(
+                f"worker-{group}{index // 2}",
+                "rqworker",
+                "transactional",
+                "campaigns",
+                "maintenance",
+                group=group,
+            )
+        return
+    queues = ("transactional", "campaigns")
+    if plan.fault != "webhook_backlog":
+        queues += ("maintenance",)
+    for index in range(plan.workers):
+        cluster.start(f"worker-{index}", "rqworker", *queues)
+
+
+def _progress(sim: Any) -> int:
+    return int(sim.stats()["accepted"])
+
+
+def _wait_progress(
+    run: Run, cluster: Cluster, sim: Any, target: int, *, timeout: float = 120.0
+) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cluster.supervise()
+        accepted = _progress(sim)
+        if accepted >= target:
+            return accepted
+        time.sleep(0.1)
+    raise RuntimeError(f"no progress to {target} accepted in {timeout}s")
+
+
+def _open_rows(campaigns: list[Any]) -> int:
+    ids = [c.pk for c in campaigns]
+    return _sql(
+        "SELECT count(*) FROM delivery_message WHERE campaign_id = ANY(%s) AND status = ANY(%s)",
+        [ids, list(OPEN)],
+    )[0][0]
+
+
+def _wait_complete(run: Run, cluster: Cluster, campaigns: list[Any], *, timeout: float) -> None:
+    ids = [c.pk for c in campaigns]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cluster.supervise()
+        done = _sql(
+            "SELECT count(*) FROM campaigns_campaign WHERE id = ANY(%s) AND status = 'completed'",
+            [ids],
+        )[0][0]
+        if done == len(ids):
+            run.log("completed")
+            return
+        time.sleep(0.5)
+    states = _sql(
+        "SELECT status, count(*) FROM delivery_message WHERE campaign_id = ANY(%s) GROUP BY 1",
+        [ids],
+    )
+    raise RuntimeError(f"campaigns not complete after {timeout}s: {dict(states)}")
+
+
+def _wait_webhooks(run: Run, cluster: Cluster, sim: Any, campaigns: list[Any]) -> None:
+    """Until the simulator has posted everything and the applier has applied it."""
+    ids = [c.pk for c in campaigns]
+    deadline = time.monotonic() + 120
+    quiet = 0
+    while time.monotonic() < deadline:
+        cluster.supervise()
+        sim.wait_webhooks_idle(timeout=5)
+        pending = _sql("SELECT count(*) FROM webhooks_webhookevent WHERE status = 'pending'")[0][0]
+        undelivered = _sql(
+            "SELECT count(*) FROM delivery_message WHERE campaign_id = ANY(%s) AND status = 'sent'",
+            [ids],
+        )[0][0]
+        quiet = quiet + 1 if pending == 0 and undelivered == 0 else 0
+        if quiet >= 2:
+            run.log("webhooks applied")
+            return
+        time.sleep(0.5)
+    run.log("webhooks still pending", pending=pending, undelivered=undelivered)
+
+
+# --------------------------------------------------------------------------------------
+# Faults. Each returns its own figures for the report.
+# --------------------------------------------------------------------------------------
+
+
+def fault_sigkill(run: Run, cluster: Cluster, sim: Any, campaigns: list[Any], _: Any) -> Any:
+    kills = []
+    for fraction in (0.25, 0.6):
+        _wait_progress(run, cluster, sim, int(run.plan.recipients * fraction))
+        deadline = time.monotonic() + 30
+        victim = None
+        while victim is None and time.monotonic() < deadline:
+            victim = busy_campaign_worker(run.redis.url, cluster)
+            if victim is None:
+                time.sleep(0.05)
+        if victim is None:
+            raise RuntimeError("no worker was running a campaign job to kill")
+        in_flight = _sql(
+            "SELECT count(*) FROM delivery_message WHERE campaign_id = %s AND status = 'sending'",
+            [campaigns[0].pk],
+        )[0][0]
+        accepted = _progress(sim)
+        cluster.kill(victim, signal.SIGKILL)
+        run.log("SIGKILL", worker=victim, rows_sending=in_flight, accepted=accepted)
+        kills.append({"worker": victim, "rows_sending_at_kill": in_flight, "accepted": accepted})
+        time.sleep(2)  # systemd's RestartSec
+        cluster.start(victim, *cluster.specs[victim][1])
+    return {"kills": kills}
+
+
+def fault_redis_restart(
+    run: Run, cluster: Cluster, sim: Any, campaigns: list[Any], limited: Any
+) -> Any:
+    _wait_progress(run, cluster, sim, int(run.plan.recipients * 0.4))
+    limited_pnid = limited.phone_number.phone_number_id
+    deadline = time.monotonic() + 60
+    while _accepted_for(sim, limited_pnid) < 250 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    before = {"accepted": _progress(sim), "limited_accepted": _accepted_for(sim, limited_pnid)}
+    run.redis.restart(down_s=run.plan.down_s)
+    run.log("redis restarted", down_s=run.plan.down_s, **before)
+    return {"down_s": run.plan.down_s, "before_restart": before}
+
+
+def fault_postgres_restart(
+    run: Run, cluster: Cluster, sim: Any, campaigns: list[Any], _: Any
+) -> Any:
+    _wait_progress(run, cluster, sim, int(run.plan.recipients * 0.4))
+    accepted = _progress(sim)
+    run.pg.restart(down_s=run.plan.down_s, mode="immediate")
+    run.log("postgres restarted", down_s=run.plan.down_s, accepted=accepted)
+    return {"down_s": run.plan.down_s, "mode": "immediate", "accepted_before": accepted}
+
+
+def fault_simulator(run: Run, cluster: Cluster, sim: Any, campaigns: list[Any], _: Any) -> Any:
+    plan = run.plan
+    _wait_progress(run, cluster, sim, int(plan.recipients * 0.2))
+    phases = []
+    for mode, seconds in (
+        ("all_5xx", plan.five_xx_s),
+        ("all_timeout", plan.timeout_s),
+        ("all_throttle", plan.throttle_s),
+    ):
+        before = sim.stats()["by_outcome"]
+        sim.configure(mode=mode)
+        run.log("simulator mode", mode=mode, seconds=seconds)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            cluster.supervise()
+            time.sleep(0.2)
+        after = sim.stats()["by_outcome"]
+        phases.append(
+            {
+                "mode": mode,
+                "seconds": seconds,
+                "requests_by_outcome": {k: after.get(k, 0) - before.get(k, 0) for k in after},
+            }
+        )
+    sim.configure(mode="normal")
+    run.log("simulator mode", mode="normal")
+    return {"phases": phases}
+
+
+def fault_webhook_backlog(
+    run: Run, cluster: Cluster, sim: Any, campaigns: list[Any], _: Any
+) -> Any:
+    plan = run.plan
+    _wait_progress(run, cluster, sim, int(plan.recipients * 0.2))
+    cluster.stop_child("applier")
+    cluster.stop_child("ticker")
+    run.log("applier and ticker stopped")
+    time.sleep(plan.backlog_s)
+    piled = _sql("SELECT count(*) FROM webhooks_webhookevent WHERE status = 'pending'")[0][0]
+    stuck_sent = _sql(
+        "SELECT count(*) FROM delivery_message WHERE campaign_id = %s AND status = 'sent'",
+        [campaigns[0].pk],
+    )[0][0]
+    run.log("backlog", pending_events=piled, rows_sent_not_delivered=stuck_sent)
+    restarted = time.monotonic()
+    cluster.start("applier", "rqworker", "maintenance")
+    cluster.start("ticker", "ticker", "--every", "1")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        cluster.supervise()
+        left = _sql("SELECT count(*) FROM webhooks_webhookevent WHERE status = 'pending'")[0][0]
+        if left == 0:
+            break
+        time.sleep(0.25)
+    drained_s = time.monotonic() - restarted
+    run.log("backlog drained", seconds=round(drained_s, 1))
+    return {
+        "applier_down_s": plan.backlog_s,
+        "pending_events_at_restart": piled,
+        "rows_sent_not_delivered_at_restart": stuck_sent,
+        "backlog_drained_s": round(drained_s, 1),
+    }
+
+
+def fault_none(run: Run, cluster: Cluster, sim: Any, campaigns: list[Any], _: Any) -> Any:
+    return {}
+
+
+FAULT_STEPS: dict[str, Callable[..., Any]] = {
+    "sigkill": fault_sigkill,
+    "redis_restart": fault_redis_restart,
+    "postgres_restart": fault_postgres_restart,
+    "simulator_faults": fault_simulator,
+    "webhook_backlog": fault_webhook_backlog,
+    "scale": fault_none,
+}
+
+
+def _seconds(histogram: dict[str, int]) -> list[int]:
+    """Accepted sends per second, first to last, with the silent seconds as zeros."""
+    if not histogram:
+        return []
+    seconds = {int(k): v for k, v in histogram.items()}
+    return [seconds.get(s, 0) for s in range(min(seconds), max(seconds) + 1)]
+
+
+def _accepted_for(sim: Any, pnid: str) -> int:
+    from delivery.simulator.records import ACCEPTED_OUTCOMES
+
+    return sim.call(
+        lambda: sum(
+            n
+            for outcome, n in sim.simulator.recorder.per_number.get(pnid, {}).items()
+            if outcome in ACCEPTED_OUTCOMES
+        )
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Verification: the table against the simulator's records
+# --------------------------------------------------------------------------------------
+
+
+def _verify(run: Run, sim: Any, campaigns: list[Any], limited: Any) -> dict[str, Any]:
+    from delivery.simulator.records import ACCEPTED_OUTCOMES
+
+    numbers = []
+    totals: Counter[str] = Counter()
+    report: dict[str, Any] = {}
+    for campaign in campaigns:
+        pnid = campaign.phone_number.phone_number_id
+        rate = campaign.phone_number.rate_per_second
+        rows = _sql(
+            """
+            SELECT m."to", m.status,
+                   m.error_history @> '[{"outcome": "ambiguous settled: pending"}]'::jsonb,
+                   m.error_history @> '[{"outcome": "lease expired"}]'::jsonb,
+                   m.error_history @> '[{"outcome": "ambiguous"}]'::jsonb,
+                   EXISTS (SELECT 1 FROM delivery_deadletter d WHERE d.message_id = m.id)
+              FROM delivery_message m WHERE m.campaign_id = %s
+            """,
+            [campaign.pk],
+        )
+        accepted = Counter(
+            sim.call(
+                lambda pnid=pnid: [
+                    r.to
+                    for r in sim.simulator.recorder.rows
+                    if r.phone_number_id == pnid and r.outcome in ACCEPTED_OUTCOMES
+                ]
+            )
+        )
+        states = Counter(row[1] for row in rows)
+        resent_to = {row[0] for row in rows if row[2]}
+        duplicates = {to: n for to, n in accepted.items() if n > 1}
+        final_sent = {row[0] for row in rows if row[1] in FINAL_SENT}
+        histogram = sim.histogram(pnid)
+        max_second = max(histogram.values(), default=0)
+        numbers.append(
+            {
+                "phone_number_id": pnid,
+                "per_second": _seconds(histogram),
+                "rate": rate,
+                "rate_bound": rate_bound(rate),
+                "recipients": len(rows),
+                "max_second": max_second,
+                "seconds_over_rate": sum(1 for v in histogram.values() if v > rate),
+                "seconds_over_bound": sum(1 for v in histogram.values() if v > rate_bound(rate)),
+                "seconds": len(histogram),
+            }
+        )
+        totals.update(states)
+        report.setdefault("recipients", 0)
+        report["recipients"] += len(rows)
+        for key, value in {
+            "duplicates": len(duplicates),
+            "duplicate_sends": sum(n - 1 for n in duplicates.values()),
+            "resent": len(resent_to),
+            "duplicates_not_resent": len(set(duplicates) - resent_to),
+            "accepted_not_final": len(set(accepted) - final_sent),
+            "final_not_accepted": len(final_sent - set(accepted)),
+            "open_rows": sum(states[s] for s in OPEN),
+            "lease_expired_rows": sum(1 for row in rows if row[3]),
+            "ambiguous_rows": sum(1 for row in rows if row[4]),
+            "dead_without_letter": sum(1 for row in rows if row[1] == "dead" and not row[5]),
+            "dead_but_accepted": sum(1 for row in rows if row[1] == "dead" and row[0] in accepted),
+        }.items():
+            report[key] = report.get(key, 0) + value
+    report["final_states"] = dict(totals)
+    report["numbers"] = numbers
+    report["max_second"] = max(n["max_second"] for n in numbers)
+    report["rate"] = campaigns[0].phone_number.rate_per_second if len(numbers) == 1 else None
+    report["burst_allowance"] = (
+        f"rate + max({BURST_ALLOWANCE_MIN}, {BURST_ALLOWANCE_FRACTION:.0%} of rate)"
+    )
+    if limited is not None:
+        pnid = limited.phone_number.phone_number_id
+        reached = len(
+            set(
+                sim.call(
+                    lambda: [
+                        r.to
+                        for r in sim.simulator.recorder.rows
+                        if r.phone_number_id == pnid and r.outcome in ACCEPTED_OUTCOMES
+                    ]
+                )
+            )
+        )
+        report["messaging_limit"] = {"limit": 250, "unique_users_reached": reached}
+    return report
+
+
+# --------------------------------------------------------------------------------------
+# Entry point
+# --------------------------------------------------------------------------------------
+
+
+def run_fault(
+    fault: str,
+    *,
+    recipients: int | None = None,
+    rate: int | None = None,
+    long: bool = False,
+    base_dir: Path | None = None,
+    keep: bool = False,
+) -> dict[str, Any]:
+    """Run one scenario in a fresh Python process; return its report."""
+    own_dir = base_dir is None
+    directory = base_dir or short_tmpdir()
+    argv = [sys.executable, "-m", "tests.faults.runner", "--fault", fault, "--dir", str(directory)]
+    if recipients:
+        argv += ["--recipients", str(recipients)]
+    if rate:
+        argv += ["--rate", str(rate)]
+    if long:
+        argv.append("--long")
+    try:
+        out = subprocess.run(  # noqa: S603 - our own module
+            argv, cwd=ROOT, check=False, stdout=subprocess.PIPE, text=True
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"fault run {fault} exited {out.returncode}: {out.stdout[-2000:]}")
+        return json.loads(out.stdout)
+    finally:
+        if own_dir and not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fault", choices=(*FAULTS, "all"), required=True)
+    parser.add_argument("--recipients", type=int, default=None)
+    parser.add_argument("--rate", type=int, default=None)
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        default=os.environ.get("WHATSBLAST_FAULTS_LONG") == "1",
+        help="the issue's sizes (also WHATSBLAST_FAULTS_LONG=1)",
+    )
+    parser.add_argument("--dir", type=Path, default=None, help="work directory (kept)")
+    args = parser.parse_args()
+    if args.fault == "all":
+        reports = []
+        for fault in FAULTS:
+            report = run_fault(fault, recipients=args.recipients, rate=args.rate, long=args.long)
+            report.pop("timeline", None)
+            reports.append(report)
+            print(json.dumps(report), flush=True)
+        return
+    directory = args.dir or short_tmpdir()
+    plan = Plan.build(args.fault, recipients=args.recipients, rate=args.rate, long=args.long)
+    report = scenario(plan, directory)
+    print(json.dumps(report, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

