@@ -40,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 FLUSH_INTERVAL_S = 0.25
 STATUS_CHECK_INTERVAL_S = 0.5
+# Waiting transactional work is looked for more often: one LLEN, a fraction of a ms.
+YIELD_CHECK_INTERVAL_S = 0.05
 MAX_CONCURRENCY = 256
 MIN_CONCURRENCY = 4
 # Upper bound on one claim: keeps the claimed-but-unsent window (rows in doubt after a
@@ -103,6 +105,7 @@ class CampaignSlotSender:
         self.share = self.number.rate_per_second * (1 - self.number.transactional_reserve) / slots
         self.latency_estimate = 0.3
         self.should_yield = should_yield  # callable: True when transactional work waits
+        self._last_yield_check = 0.0
         self.base_url = self.number.api_base_url or settings.WHATSAPP_API_BASE_URL
         self.limit = campaign.phone_number.account.daily_unique_user_limit
         self.waba_id = campaign.phone_number.account.waba_id
@@ -189,7 +192,11 @@ class CampaignSlotSender:
                 return f"campaign {status}"
             if renew is not None and not renew():  # type: ignore[operator]
                 return "slot lost"
-            if self.should_yield is not None and self.should_yield():  # type: ignore[operator]
+        if self.should_yield is not None and now - self._last_yield_check >= YIELD_CHECK_INTERVAL_S:
+            # A transactional job waits for a free worker: step aside now, not at the next
+            # status check, so an OTP never queues behind a campaign for long.
+            self._last_yield_check = now
+            if self.should_yield():  # type: ignore[operator]
                 return "yield to transactional"
         return ""
 
