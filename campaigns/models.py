@@ -285,6 +285,15 @@ class AmbiguousSendPolicy(models.TextChoices):
     FAIL = "fail", "Mark failed (at most once)"
 
 
+class CanaryState(models.TextChoices):
+    """A canary sends to the first recipients, holds the rest, and judges the failure rate."""
+
+    NONE = "", "No canary"
+    TESTING = "testing", "Testing"
+    PASSED = "passed", "Passed"
+    FAILED = "failed", "Failed"
+
+
 class Campaign(models.Model):
     name = models.CharField(max_length=200)
     phone_number = models.ForeignKey(
@@ -321,6 +330,19 @@ class Campaign(models.Model):
         blank=True,
         default="timezone",
         help_text="Contact attribute holding an IANA zone that overrides the number's zone.",
+    )
+    # Optional canary (campaigns.canary): send to the first canary_size recipients, hold the
+    # others, and continue only if at most canary_max_failure_rate of those failed.
+    canary_size = models.PositiveIntegerField(
+        default=0, help_text="Recipients in the canary; 0 sends to everyone at once."
+    )
+    canary_max_failure_rate = models.FloatField(
+        default=0.05,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of canary sends that may fail (0.05 = 5 %) for the rest to follow.",
+    )
+    canary_state = models.CharField(
+        max_length=16, choices=CanaryState.choices, default=CanaryState.NONE, blank=True
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
