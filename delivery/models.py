@@ -198,10 +198,41 @@ class DeadLetter(models.Model):
         indexes = [
             models.Index(fields=("status", "-created_at"), name="deadletter_status_idx"),
             models.Index(fields=("error_code",), name="deadletter_code_idx"),
+            # The support list's default order and its date drill-down.
+            models.Index(fields=("-created_at",), name="deadletter_created_idx"),
+        ]
+        permissions = [
+            ("requeue_deadletter", "Can requeue dead letters (fresh attempts)"),
+            ("discard_deadletter", "Can discard dead letters"),
         ]
 
     def __str__(self) -> str:
         return f"dead letter for message {self.message_id}"
+
+
+class SupportActionKind(models.TextChoices):
+    REQUEUED = "requeued", "Requeued"
+    DISCARDED = "discarded", "Discarded"
+
+
+class SupportAction(models.Model):
+    """The audit trail of dead letters: who requeued or discarded one, when, and why."""
+
+    dead_letter = models.ForeignKey(DeadLetter, on_delete=models.CASCADE, related_name="actions")
+    action = models.CharField(max_length=16, choices=SupportActionKind.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Kept apart from the user row: the trail still names who it was once the account is gone.
+    username = models.CharField(max_length=150)
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-created_at", "-id")
+
+    def __str__(self) -> str:
+        return f"{self.username} {self.action} dead letter {self.dead_letter_id}"
 
 
 class ApiKey(models.Model):
