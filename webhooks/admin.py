@@ -11,12 +11,16 @@ from webhooks.services import events_requeue
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    """Machine-written rows: viewable, never edited by hand."""
+    """Machine-written rows: viewable, never edited or deleted by hand (they are the record
+    of what Meta sent; there is no API to fetch a webhook again)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
 
 
