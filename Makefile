@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv lint bench clean-data
+.PHONY: demo test venv lint audit bench
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -24,7 +24,11 @@ lint: $(STAMP)
 	$(PY) manage.py makemigrations --check --dry-run
 
 test: lint
+	bash scripts/audit.sh
 	bash scripts/test.sh
+
+audit: $(STAMP)
+	bash scripts/audit.sh
 
 bench: $(STAMP)
 	bash scripts/bench.sh
