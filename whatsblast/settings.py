@@ -104,6 +104,18 @@ API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1024, maxi
 API_DEFAULT_REQUESTS_PER_SECOND = env_int("API_DEFAULT_REQUESTS_PER_SECOND", 50, minimum=1)
 # --- end transactional API -------------------------------------------------------------------
 
+# --- admin UI: contact uploads, login throttling (campaigns/upload.py, login_throttle.py) ---
+# Uploaded contact files are written here as they stream in, then imported by a worker on
+# the maintenance queue: web and maintenance workers must share this directory.
+CONTACT_UPLOAD_DIR = Path(env_str("CONTACT_UPLOAD_DIR", str(DATA_DIR / "uploads")))
+# A million rows of a few columns is 30-60 MB of CSV; larger uploads are refused unread.
+CONTACT_UPLOAD_MAX_BYTES = env_int("CONTACT_UPLOAD_MAX_BYTES", 256 * 1024 * 1024, minimum=1024)
+# Failed logins per username and client address before that pair is refused for the window.
+LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5, minimum=1)
+LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900, minimum=1)
+AUTHENTICATION_BACKENDS = ["campaigns.login_throttle.ThrottledModelBackend"]
+# --- end admin UI ----------------------------------------------------------------------------
+
 # --- Django ----------------------------------------------------------------------------------
 INSTALLED_APPS = [
     "django.contrib.admin",

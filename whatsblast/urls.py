@@ -3,8 +3,12 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from campaigns.login_throttle import ThrottledAdminLoginForm
 from whatsblast import health
 from whatsblast.observability import views as observability
+
+# Refuses, with a plain message, a username and address that failed too many logins.
+admin.site.login_form = ThrottledAdminLoginForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
