@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
@@ -365,3 +366,55 @@ class Campaign(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class ContactUploadStatus(models.TextChoices):
+    MAPPING = "mapping", "Waiting for the column choice"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Importing"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class ContactUpload(models.Model):
+    """A contact file uploaded in the admin and its import into one list (campaigns.upload).
+
+    The file lives under ``settings.CONTACT_UPLOAD_DIR`` as ``stored_name`` until the import
+    succeeds; its rejected rows stay there as ``rejects_name`` for download.
+    """
+
+    contact_list = models.ForeignKey(ContactList, on_delete=models.CASCADE, related_name="uploads")
+    original_name = models.CharField(max_length=255)
+    stored_name = models.CharField(max_length=100, editable=False)
+    size_bytes = models.BigIntegerField(default=0)
+    file_format = models.CharField(max_length=8, blank=True)
+    # From the line count (CSV) or the sheet's dimension (XLSX): for the progress bar only.
+    rows_estimate = models.PositiveIntegerField(null=True, blank=True)
+    region = models.CharField(
+        "default country", max_length=2, blank=True, help_text="For numbers without +country."
+    )
+    phone_column = models.CharField(max_length=200, blank=True)
+    name_column = models.CharField(max_length=200, blank=True)
+    # The other columns kept as contact attributes.
+    attribute_columns = models.JSONField(default=list, blank=True)
+    status = models.CharField(
+        max_length=16, choices=ContactUploadStatus.choices, default=ContactUploadStatus.MAPPING
+    )
+    rows_read = models.PositiveIntegerField(default=0)
+    # ContactImportResult.as_dict(), the listed rejections cut short.
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    rejects_name = models.CharField(max_length=100, blank=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    progress_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at",)
+
+    def __str__(self) -> str:
+        return f"{self.original_name} into {self.contact_list_id}"
