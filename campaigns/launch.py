@@ -9,7 +9,14 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from campaigns.models import Campaign, CampaignStatus, TemplateCategory, TemplateStatus
+from campaigns.canary import CanaryHold, canary_hold
+from campaigns.models import (
+    Campaign,
+    CampaignStatus,
+    CanaryState,
+    TemplateCategory,
+    TemplateStatus,
+)
 from campaigns.params import CONTACT_COLUMNS, mapped_fields, mapping_validate, params_sql
 from campaigns.window_schedule import launch_schedule
 
@@ -138,17 +145,23 @@ def campaign_start(
             campaign.save(update_fields=["status", "scheduled_at", "updated_at"])
             transaction.on_commit(lambda: _schedule(campaign.pk, at))
             return _summary(campaign, already_started=False, now=now)
-        _insert_messages(campaign, now=now)
+        hold = _insert_messages(campaign, now=now)
         campaign.status = CampaignStatus.RUNNING
         campaign.status_reason = ""
         campaign.started_at = now
-        campaign.save(update_fields=["status", "status_reason", "started_at", "updated_at"])
+        # A canary holds every row after its first recipients until it is judged.
+        campaign.canary_state = CanaryState.TESTING if hold.active else CanaryState.NONE
+        campaign.save(
+            update_fields=["status", "status_reason", "started_at", "canary_state", "updated_at"]
+        )
         transaction.on_commit(lambda: _kick(campaign.pk))
         return _summary(campaign, already_started=False, now=now)
 
 
-def _insert_messages(campaign: Campaign, *, now: datetime) -> None:
+def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     template = campaign.template
+    list_ids = list(campaign.lists.values_list("pk", flat=True))
+    us_blocked = template.category == TemplateCategory.MARKETING
     params_expr, params_args = params_sql(template, campaign.param_mapping)
     # params_expr holds only %s placeholders and fixed column names; turn its positional
     # placeholders into named ones so they sit beside the statement's own parameters.
@@ -157,10 +170,11 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> None:
         params_expr = params_expr.replace("%s", f"%(p{index})s", 1)
         named[f"p{index}"] = value
     schedule = launch_schedule(campaign=campaign, now=now)
+    hold = canary_hold(campaign=campaign, list_ids=list_ids, us_blocked=us_blocked)
     sql = _INSERT_MESSAGES_SQL.format(
         params_expr=params_expr,
         schedule_joins=schedule.joins,
-        next_attempt_expr=schedule.next_attempt_expr,
+        next_attempt_expr=hold.wrap(schedule.next_attempt_expr),
     )
     with connection.cursor() as cursor:
         schedule.load(cursor)
@@ -170,12 +184,14 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> None:
                 "campaign_id": campaign.pk,
                 "phone_number_id": campaign.phone_number_id,
                 "template_id": template.pk,
-                "us_blocked": template.category == TemplateCategory.MARKETING,
-                "list_ids": list(campaign.lists.values_list("pk", flat=True)),
+                "us_blocked": us_blocked,
+                "list_ids": list_ids,
                 **named,
                 **schedule.params,
+                **hold.params,
             },
         )
+    return hold
 
 
 def _summary(campaign: Campaign, *, already_started: bool, now: datetime) -> LaunchSummary:

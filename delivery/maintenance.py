@@ -7,6 +7,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from campaigns.canary import canaries_check
 from campaigns.jobs import template_sync_schedule
 from campaigns.models import Campaign, CampaignStatus
 from delivery import dispatch
@@ -32,6 +33,8 @@ SELECT c.id FROM campaigns_campaign c
 def maintenance_tick() -> dict[str, Any]:
     report = reconcile()
     started = _start_due_schedules()
+    # Before the kicks: rows a canary verdict releases are due now and get their senders.
+    canaries = canaries_check()
     kicked = 0
     for campaign in Campaign.objects.raw(_CAMPAIGNS_WITH_DUE_WORK_SQL):
         kicked += dispatch.campaign_kick(campaign_id=campaign.pk)
@@ -48,6 +51,7 @@ def maintenance_tick() -> dict[str, Any]:
         "unknown_failed": report.failed,
         "completed": report.completed_campaigns,
         "schedules_started": started,
+        "canaries": canaries.as_dict(),
         "slots_started": kicked,
         "transactional_requeued": requeued,
         "webhooks": applied,
