@@ -38,3 +38,20 @@ def template_sync_schedule() -> bool:
 
     django_rq.get_queue(MAINTENANCE_QUEUE).enqueue(template_sync_all_job)
     return True
+
+
+def contacts_import_job(upload_id: int) -> dict[str, Any]:
+    """Import an uploaded contact file (campaigns.upload); the page polls its progress."""
+    from campaigns.upload import contact_upload_run
+
+    close_old_connections()
+    upload = contact_upload_run(upload_id=upload_id)
+    if upload is None:
+        return {"upload": upload_id, "skipped": "not queued"}
+    return {"upload": upload_id, "status": upload.status, "rows": upload.rows_read}
+
+
+def contacts_import_enqueue(*, upload_id: int) -> None:
+    from delivery.dispatch import MAINTENANCE_QUEUE
+
+    django_rq.get_queue(MAINTENANCE_QUEUE).enqueue(contacts_import_job, upload_id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,6 +206,8 @@ def contacts_import(
     rejects_path: str | Path | None = None,
     max_listed_rejections: int = MAX_LISTED_REJECTIONS,
     batch_size: int = IMPORT_BATCH_SIZE,
+    attribute_columns: Sequence[str] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> ContactImportResult:
     """Import a CSV/XLSX file of contacts into the list ``list_name`` (created if missing).
 
@@ -214,6 +216,10 @@ def contacts_import(
     are counted and listed (the first ``max_listed_rejections``; all of them in
     ``rejects_path`` as CSV). The import is one transaction: a file that turns out to be
     malformed half-way leaves nothing behind.
+
+    ``attribute_columns`` keeps only those of the other columns as contact attributes (all
+    of them when ``None``). ``progress`` is called with the rows done so far after each
+    batch is written.
 
     Raises ``ImportFileError`` for a file that cannot be read at all, ``ValidationError``
     for bad arguments.
@@ -236,6 +242,11 @@ def contacts_import(
             ) as reader,
             transaction.atomic(),
         ):
+            if attribute_columns is not None and reader.columns is not None:
+                keep = set(attribute_columns)
+                reader.columns.attributes = [
+                    (at, key) for at, key in reader.columns.attributes if key in keep
+                ]
             contact_list, _ = ContactList.objects.get_or_create(name=list_name)
             result = ContactImportResult(
                 list_id=contact_list.pk, list_name=contact_list.name, file=reader.describe()
@@ -250,6 +261,8 @@ def contacts_import(
                     result.rejections.extend(batch.rejections[: max(room, 0)])
                     if rejects is not None:
                         rejects.write(batch.rejections)
+                    if progress is not None:
+                        progress(result.rows_total)
     finally:
         if rejects is not None:
             rejects.close()
