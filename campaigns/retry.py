@@ -1,0 +1,128 @@
+"""Retry failed recipients whose failure another attempt can fix.
+
+Which failures count as retryable: those whose error code the engine itself would have
+retried had it come back on the send (``delivery.outcomes``: transient trouble at Meta,
+throughput and pair limits, the per-user marketing cap), plus rows failed with no code at
+all, which is how the ambiguous-send policy "fail" ends a send that left no evidence of
+reaching Meta within ``UNKNOWN_SETTLE_SECONDS``. Such failures reach ``failed`` when Meta
+reports them in a status webhook after accepting the send, or by that policy.
+
+Never retried: a permanent per-recipient code (131026 undeliverable, 131050 the user
+stopped marketing messages, 132005-132008 this recipient's values, ...): the same send
+would fail the same way, or must not be made. Nor anyone who has opted out since.
+
+Dead rows are not touched here: they have dead-letter entries, and support requeues or
+discards those (``delivery`` dead letters) with an audit trail.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from campaigns.lifecycle import LifecycleError
+from campaigns.models import Campaign, CampaignStatus
+from delivery.outcomes import CODE_OUTCOMES, DOCUMENTED_WAITS, Outcome
+
+_RETRYABLE_OUTCOMES = (
+    Outcome.TRANSIENT,
+    Outcome.THROTTLED,
+    Outcome.PAIR_LIMITED,
+    Outcome.USER_CAPPED,
+)
+RETRYABLE_CODES: tuple[int, ...] = tuple(
+    sorted(code for code, outcome in CODE_OUTCOMES.items() if outcome in _RETRYABLE_OUTCOMES)
+)
+# 131049: Meta asks for at least 24 h before the same user gets marketing again.
+USER_CAP_CODE = 131049
+USER_CAP_WAIT_S = DOCUMENTED_WAITS[USER_CAP_CODE]
+
+# A fresh attempt: attempt counters back to zero, the last send's identity and times
+# cleared (its wamid, so the new send records its own), the history kept and extended.
+# The (campaign, status) index finds the failed rows; the contact check drops anyone who
+# opted out since.
+_RETRY_SQL = """
+UPDATE delivery_message AS m
+   SET status = 'pending', attempt = 0, pair_limit_hits = 0, claimed_at = NULL,
+       next_attempt_at = CASE
+           WHEN m.last_error_code = %(user_cap_code)s
+           THEN greatest(now(), m.failed_at + make_interval(secs => %(user_cap_wait)s))
+           ELSE now() END,
+       wamid = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL, failed_at = NULL,
+       error_history = m.error_history || jsonb_build_array(%(entry)s::jsonb)
+ WHERE m.campaign_id = %(campaign_id)s AND m.status = 'failed'
+   AND (m.last_error_code IS NULL OR m.last_error_code = ANY(%(codes)s))
+   AND NOT EXISTS (SELECT 1 FROM campaigns_contact c
+                    WHERE c.id = m.contact_id AND c.opted_out_at IS NOT NULL)
+"""
+
+# The same rows as _RETRY_SQL, counted.
+_COUNT_SQL = """
+SELECT count(*) FROM delivery_message AS m
+ WHERE m.campaign_id = %(campaign_id)s AND m.status = 'failed'
+   AND (m.last_error_code IS NULL OR m.last_error_code = ANY(%(codes)s))
+   AND NOT EXISTS (SELECT 1 FROM campaigns_contact c
+                    WHERE c.id = m.contact_id AND c.opted_out_at IS NOT NULL)
+"""
+
+
+@dataclass(frozen=True)
+class RetryReport:
+    campaign_id: int
+    retried: int
+    status: str
+
+
+def campaign_retryable_count(*, campaign: Campaign) -> int:
+    """Failed rows ``campaign_retry_failed`` would retry now."""
+    with connection.cursor() as cursor:
+        cursor.execute(_COUNT_SQL, {"campaign_id": campaign.pk, "codes": list(RETRYABLE_CODES)})
+        return int(cursor.fetchone()[0])
+
+
+def campaign_retry_failed(*, campaign: Campaign, actor: str = "") -> RetryReport:
+    """Give every retryable failed recipient a fresh attempt; restart a completed campaign.
+
+    A paused campaign keeps its retried rows pending until it is resumed; a draft,
+    scheduled or cancelled campaign has nothing to retry (``LifecycleError``).
+    """
+    entry = json.dumps(
+        {"at": timezone.now().isoformat(), "outcome": "retry requested", "by": actor}
+    )
+    with transaction.atomic():
+        locked = Campaign.objects.select_for_update().get(pk=campaign.pk)
+        if locked.status not in (
+            CampaignStatus.RUNNING,
+            CampaignStatus.PAUSED,
+            CampaignStatus.COMPLETED,
+        ):
+            raise LifecycleError(f"campaign {locked.pk} is {locked.status}: nothing to retry")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _RETRY_SQL,
+                {
+                    "campaign_id": locked.pk,
+                    "codes": list(RETRYABLE_CODES),
+                    "user_cap_code": USER_CAP_CODE,
+                    "user_cap_wait": USER_CAP_WAIT_S,
+                    "entry": entry,
+                },
+            )
+            retried = cursor.rowcount
+        if retried and locked.status == CampaignStatus.COMPLETED:
+            locked.status = CampaignStatus.RUNNING
+            locked.completed_at = None
+            locked.status_reason = ""
+            locked.save(update_fields=["status", "completed_at", "status_reason", "updated_at"])
+        if retried and locked.status == CampaignStatus.RUNNING:
+            transaction.on_commit(lambda: _kick(locked.pk))
+    return RetryReport(locked.pk, retried, locked.status)
+
+
+def _kick(campaign_id: int) -> None:
+    from delivery.dispatch import campaign_kick
+
+    campaign_kick(campaign_id=campaign_id)
