@@ -66,6 +66,14 @@ SELECT m.id, m.campaign_id, m.phone_number_id, m.last_error_code, m.last_error_t
 ON CONFLICT (message_id) WHERE status = 'open' DO NOTHING
 """
 
+# The batch's rows, locked in id order before the UPDATE: the webhook applier locks the
+# rows it writes in id order too (webhooks.statuses.statuses_resolve), so the two queue
+# behind each other. Left to the UPDATE's join order they deadlocked, and PostgreSQL's
+# victim was now and then this transaction: the send job died with the batch unrecorded.
+_LOCK_SQL = """
+SELECT id FROM delivery_message WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE
+"""
+
 _OPT_OUT_SQL = """
 UPDATE campaigns_contact SET opted_out_at = now(), updated_at = now()
  WHERE id = ANY(%s) AND opted_out_at IS NULL
@@ -100,6 +108,7 @@ def settlements_record(
     with transaction.atomic(), connection.cursor() as cursor:
         updated: set[int] = set()
         if settlements:
+            cursor.execute(_LOCK_SQL, [columns[0]])
             cursor.execute(_SETTLE_SQL, columns)
             updated = {row[0] for row in cursor.fetchall()}
         late = [s for s in sent if s.message_id not in updated]
