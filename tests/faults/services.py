@@ -25,11 +25,12 @@ from pathlib import Path
 
 import redis as redis_lib
 
-# Durability settings a throwaway server can drop (a server crash still keeps committed
-# data: the WAL reaches the OS before COMMIT returns, only the fsync is skipped).
+# fsync=off only skips flushing the OS's cache: a crashed *server* process still keeps every
+# committed transaction, because COMMIT returns after its WAL was written to the OS. Never
+# synchronous_commit=off here: a crash would then lose the last commits (a claim, a
+# recorded send) and the restart scenario would test the harness, not the engine.
 _PG_OPTIONS = (
-    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-    "-c max_connections=200 -c shared_buffers=128MB -c log_min_messages=warning"
+    "-c fsync=off -c max_connections=200 -c shared_buffers=128MB -c log_min_messages=warning"
 )
 
 
