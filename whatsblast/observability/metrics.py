@@ -97,7 +97,7 @@ def _write(build: Iterable[tuple[str, str, str, float]], conn: redis.Redis | Non
             else:
                 pipe.hincrby(key, field, int(amount))
         pipe.execute()
-    except redis.RedisError as exc:
+    except Exception as exc:  # RedisError mostly; nothing here may break a send loop
         with _backoff_lock:
             _writes_paused_until = time.monotonic() + BACKOFF_AFTER_ERROR_S
         logger.warning(
