@@ -12,10 +12,10 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
 from django.utils.functional import cached_property
 
 # Registers CampaignAdmin: the campaign pages (create with preview, pre-flight, launch, live
@@ -26,7 +26,6 @@ from campaigns.models import (
     Contact,
     ContactList,
     ListMembership,
-    PhoneNumber,
     Template,
 )
 from campaigns.services import template_params_parse
@@ -61,7 +60,7 @@ class BusinessAccountAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     readonly_fields = ("created_at", "updated_at")
     actions = ("sync_templates",)
 
-    @admin.action(description="Sync templates from Meta")
+    @admin.action(description="Sync templates from Meta", permissions=("change",))
     def sync_templates(self, request: HttpRequest, queryset: QuerySet[BusinessAccount]) -> None:
         from campaigns.templates_sync import templates_sync
 
@@ -79,82 +78,6 @@ class BusinessAccountAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
                 + (f", {len(report.unusable)} not usable by campaigns" if report.unusable else ""),
                 messages.SUCCESS,
             )
-
-
-class WriteOnlyField(forms.CharField):
-    """A secret typed in, never rendered back; blank means "unchanged"."""
-
-    widget = forms.PasswordInput(render_value=False)
-
-    def has_changed(self, initial: Any, data: Any) -> bool:
-        return bool(data)
-
-
-class PhoneNumberAdminForm(forms.ModelForm):  # type: ignore[type-arg]
-    access_token = WriteOnlyField(
-        required=False,
-        help_text="Stored, never shown again. Leave blank to keep the current token.",
-    )
-    api_base_url = forms.URLField(
-        label="API base URL",
-        required=False,
-        assume_scheme="https",
-        help_text=PhoneNumber._meta.get_field("api_base_url").help_text,
-    )
-
-    class Meta:
-        model = PhoneNumber
-        fields = (
-            "phone_number_id",
-            "display_phone_number",
-            "account",
-            "access_token",
-            "api_base_url",
-            "rate_per_second",
-            "transactional_reserve",
-            "paused_until",
-            "paused_reason",
-        )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Not even as the "initial" value: nothing of the token reaches the page.
-        self.initial.pop("access_token", None)
-
-    def clean_access_token(self) -> str:
-        token = str(self.cleaned_data.get("access_token") or "").strip()
-        if token:
-            return token
-        if self.instance.pk:
-            return str(self.instance.access_token)
-        raise ValidationError("A new number needs its access token.")
-
-
-@admin.register(PhoneNumber)
-class PhoneNumberAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    form = PhoneNumberAdminForm
-    list_display = (
-        "display_phone_number",
-        "phone_number_id",
-        "account",
-        "rate_per_second",
-        "transactional_reserve",
-        "effective_rate",
-        "quality_rating",
-        "paused_until",
-    )
-    list_filter = ("quality_rating", "account")
-    search_fields = ("display_phone_number", "phone_number_id")
-    list_select_related = ("account",)
-    ordering = ("display_phone_number",)
-    readonly_fields = ("effective_rate", "quality_rating", "created_at", "updated_at")
-    fieldsets = (
-        (None, {"fields": ("phone_number_id", "display_phone_number", "account")}),
-        ("Cloud API", {"fields": ("access_token", "api_base_url")}),
-        ("Throughput", {"fields": ("rate_per_second", "transactional_reserve", "effective_rate")}),
-        ("Health", {"fields": ("quality_rating", "paused_until", "paused_reason")}),
-        (None, {"fields": ("created_at", "updated_at")}),
-    )
 
 
 class TemplateAdminForm(forms.ModelForm):  # type: ignore[type-arg]
@@ -204,10 +127,38 @@ class ContactListAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     search_fields = ("name",)
     ordering = ("name",)
     readonly_fields = ("member_count", "created_at")
+    change_form_template = "admin/campaigns/contactlist/change_form.html"
 
     @admin.display(description="contacts")
     def member_count(self, obj: ContactList) -> int:
         return ListMembership.objects.filter(contact_list=obj).count() if obj.pk else 0
+
+    def get_urls(self) -> list[URLPattern]:
+        from campaigns.upload_admin import contact_list_upload_view
+
+        def upload(request: HttpRequest, object_id: int) -> HttpResponse:
+            return contact_list_upload_view(request, self, object_id)
+
+        upload.csrf_exempt = True  # type: ignore[attr-defined]  # see contact_list_upload_view
+        return [
+            path(
+                "<int:object_id>/upload/",
+                self.admin_site.admin_view(upload),
+                name="campaigns_contactlist_upload",
+            ),
+            *super().get_urls(),
+        ]
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = dict(extra_context or {})
+        extra["can_upload"] = request.user.has_perm("campaigns.add_contactupload")
+        return super().change_view(request, object_id, form_url, extra)
 
     def get_deleted_objects(
         self, objs: Any, request: HttpRequest
@@ -227,3 +178,7 @@ class ContactAdmin(LargeTableAdmin):
     search_help_text = "Exact E.164 phone (+5511999990000) or part of a name."
     ordering = ("phone",)
     readonly_fields = ("created_at", "updated_at")
+
+
+# Phone numbers (pause, resume, test send) and contact uploads have modules of their own.
+from campaigns import number_admin, upload_admin  # noqa: E402, F401

@@ -1,4 +1,4 @@
-"""Admin for messages (read-only) and dead letters.
+"""Admin for messages (read-only), dead letters and API keys.
 
 Messages are written by the engine and the webhook applier only; the admin shows them.
 """
@@ -9,7 +9,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from campaigns.admin import LargeTableAdmin
-from delivery.models import DeadLetter, Message
+from delivery.models import Message
 
 
 @admin.register(Message)
@@ -43,42 +43,8 @@ class MessageAdmin(LargeTableAdmin):
         return False
 
 
-@admin.register(DeadLetter)
-class DeadLetterAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
-    list_display = (
-        "id",
-        "message",
-        "campaign",
-        "phone_number",
-        "error_code",
-        "error_title",
-        "status",
-        "created_at",
-    )
-    list_filter = ("status", "error_code")
-    search_fields = ("=message__to", "error_title")
-    list_select_related = ("message", "campaign", "phone_number")
-    ordering = ("-created_at",)
-    show_full_result_count = False
-    raw_id_fields = ("message",)
-    # Support writes a note; everything else records what happened.
-    readonly_fields = (
-        "message",
-        "campaign",
-        "phone_number",
-        "error_code",
-        "error_title",
-        "payload",
-        "attempts",
-        "status",
-        "created_at",
-        "resolved_at",
-        "resolved_by",
-    )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
+# Dead letters for support: filters, the detail page, requeue and discard.
+from delivery import dead_letter_admin  # noqa: E402, F401
 
 # API keys of the transactional API: their admin lives with the API (delivery/api/admin.py).
 from delivery.api.admin import ApiKeyAdmin  # noqa: E402, F401

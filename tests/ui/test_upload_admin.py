@@ -1,0 +1,169 @@
+"""The contact upload pages: upload, choose columns, progress, result and rejected rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
+
+from campaigns.models import Contact, ContactUpload
+from campaigns.roles import MARKETING
+from tests.engine_support import work_burst
+from tests.factories import make_contact_list
+from tests.ui.support import role_user
+
+pytestmark = pytest.mark.django_db
+
+LEADS = (
+    "Name,Mobile,City,Plan\n"
+    "Ana,+55 11 99999-0001,Recife,gold\n"
+    "Bo,(11) 99999-0002,Natal,silver\n"
+    "Eve,=cmd|' /C calc'!A0,Nowhere,\n"
+    "Cy,12,Sousa,\n"
+)
+
+
+@pytest.fixture(autouse=True)
+def uploads(tmp_path: Path, settings: Any) -> Path:
+    settings.CONTACT_UPLOAD_DIR = tmp_path / "uploads"
+    return settings.CONTACT_UPLOAD_DIR
+
+
+@pytest.fixture
+def marketer(client: Client) -> Client:
+    client.force_login(role_user(MARKETING))
+    return client
+
+
+def csv_file(content: str | bytes, name: str = "leads.csv") -> SimpleUploadedFile:
+    data = content.encode() if isinstance(content, str) else content
+    return SimpleUploadedFile(name, data, content_type="text/csv")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_upload_choose_columns_import_and_read_the_result(marketer: Client, uploads: Path) -> None:
+    contact_list = make_contact_list(name="spring leads")
+    upload_url = reverse("admin:campaigns_contactlist_upload", args=[contact_list.pk])
+
+    response = marketer.post(upload_url, {"file": csv_file(LEADS)})
+
+    upload = ContactUpload.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("admin:campaigns_contactupload_map", args=[upload.pk])
+    assert (uploads / upload.stored_name).read_text() == LEADS
+    preview = marketer.get(response["Location"]).content.decode()
+    assert "<th>Mobile</th>" in preview and "<td>Recife</td>" in preview
+    assert '<option value="Mobile" selected>' in preview
+    assert '<option value="BR">BR (+55)</option>' in preview
+
+    queued = marketer.post(
+        response["Location"],
+        {
+            "phone_column": "Mobile",
+            "name_column": "Name",
+            "region": "BR",
+            "attribute_columns": ["City"],
+        },
+    )
+    status_url = reverse("admin:campaigns_contactupload_change", args=[upload.pk])
+    assert queued["Location"] == status_url
+    waiting = marketer.get(status_url).content.decode()
+    assert 'id="upload-progress"' in waiting and "admin_ui/progress.js" in waiting
+    assert (
+        marketer.get(reverse("admin:campaigns_contactupload_progress", args=[upload.pk])).json()[
+            "status"
+        ]
+        == "queued"
+    )
+
+    work_burst("maintenance")
+
+    done = marketer.get(status_url).content.decode()
+    assert 'id="upload-progress"' not in done
+    assert '<strong id="count-imported">2</strong>' in done
+    assert '<strong id="count-rejected">2</strong>' in done
+    assert "not a possible number" in done or "invalid phone number" in done
+    progress = marketer.get(reverse("admin:campaigns_contactupload_progress", args=[upload.pk]))
+    assert progress.json() | {"error": ""} == progress.json()
+    assert progress.json()["finished"] and progress.json()["percent"] == 100
+    rejects = marketer.get(reverse("admin:campaigns_contactupload_rejects", args=[upload.pk]))
+    assert rejects["Content-Disposition"] == 'attachment; filename="leads-rejected.csv"'
+    lines = b"".join(rejects.streaming_content).decode().splitlines()
+    assert lines[0] == "line,value,reason"
+    assert lines[1].startswith("4,'=cmd|")  # a formula, neutralised for spreadsheets
+    ana = Contact.objects.get(phone="+5511999990001")
+    assert (ana.name, ana.attributes) == ("Ana", {"City": "Recife"})
+    assert set(contact_list.contacts.values_list("phone", flat=True)) == {
+        "+5511999990001",
+        "+5511999990002",
+    }
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "The submitted file is empty."),
+        (b"\x00\x01binary\xff\xfe\x00\x00", "not text in UTF-8 or Windows-1252"),
+        (b"phone,name\n", "header row but no contacts"),
+    ],
+)
+def test_a_bad_file_is_refused_on_the_form(
+    marketer: Client, uploads: Path, content: bytes, message: str
+) -> None:
+    contact_list = make_contact_list()
+    url = reverse("admin:campaigns_contactlist_upload", args=[contact_list.pk])
+
+    page = marketer.post(url, {"file": csv_file(content)})
+
+    assert page.status_code == 200
+    assert message in page.content.decode()
+    assert not ContactUpload.objects.exists()
+    assert not any(uploads.iterdir())
+
+
+def test_an_upload_past_the_size_cap_is_dropped_while_it_streams(
+    marketer: Client, uploads: Path, settings: Any
+) -> None:
+    settings.CONTACT_UPLOAD_MAX_BYTES = 64 * 1024
+    contact_list = make_contact_list()
+    big = "phone\n" + "+5511999990001\n" * 10_000  # ~150 KB
+    url = reverse("admin:campaigns_contactlist_upload", args=[contact_list.pk])
+
+    page = marketer.post(url, {"file": csv_file(big)})
+
+    assert "The file is larger than 0 MB" in page.content.decode()
+    assert not ContactUpload.objects.exists()
+    assert not any(uploads.iterdir())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_phone_column_is_asked_for_and_a_wrong_choice_refused(marketer: Client) -> None:
+    contact_list = make_contact_list()
+    url = reverse("admin:campaigns_contactlist_upload", args=[contact_list.pk])
+    response = marketer.post(url, {"file": csv_file("who,digits\nAna,5511999990001\n")})
+    page = marketer.get(response["Location"]).content.decode()
+    assert '<option value="who">' in page and '<option value="digits">' in page
+
+    wrong = marketer.post(response["Location"], {"phone_column": "Phone"})
+    assert "Select a valid choice" in wrong.content.decode()
+
+    marketer.post(response["Location"], {"phone_column": "digits", "name_column": "who"})
+    work_burst("maintenance")
+    assert Contact.objects.get().name == "Ana"
+
+
+def test_the_upload_form_is_csrf_protected(uploads: Path) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(role_user(MARKETING))
+    contact_list = make_contact_list()
+    url = reverse("admin:campaigns_contactlist_upload", args=[contact_list.pk])
+
+    response = client.post(url, {"file": csv_file(LEADS)})
+
+    assert response.status_code == 403
+    assert not ContactUpload.objects.exists()
+    assert not uploads.exists() or not any(uploads.iterdir())
