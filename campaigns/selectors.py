@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Q
+from django.db import connection
+from django.db.models import Count, Max, Q
 from django.utils import timezone
 
 from campaigns.models import Campaign
@@ -89,3 +90,115 @@ def _eta_seconds(*, remaining: int, rate: float) -> float | None:
     if not rate:
         return None  # nothing moved in the window: no honest estimate
     return round(remaining / rate, 1)
+
+
+# --- the campaign page -------------------------------------------------------------------------
+
+# The send-rate chart: the last SERIES_WINDOW in SERIES_BUCKET_S buckets (90 points).
+SERIES_WINDOW = timedelta(minutes=15)
+SERIES_BUCKET_S = 10
+
+
+@dataclass(frozen=True)
+class FailureGroup:
+    status: str  # failed or dead
+    code: int | None
+    title: str
+    count: int
+
+
+def campaign_funnel(*, counts: dict[str, int]) -> list[dict[str, Any]]:
+    """Cumulative stages from per-status counts: a read message was also sent and delivered."""
+    read = counts.get(MessageStatus.READ, 0)
+    delivered = counts.get(MessageStatus.DELIVERED, 0) + read
+    sent = counts.get(MessageStatus.SENT, 0) + delivered
+    pending = sum(counts.get(s, 0) for s in OPEN_STATUSES)
+    return [
+        {"stage": "pending", "count": pending},
+        {"stage": "sent", "count": sent},
+        {"stage": "delivered", "count": delivered},
+        {"stage": "read", "count": read},
+    ]
+
+
+def campaign_failures(*, campaign: Campaign) -> list[FailureGroup]:
+    """Failed and dead messages by error code, with Meta's title, most frequent first.
+
+    The (campaign, status) index reads only the failed and dead rows.
+    """
+    rows = (
+        Message.objects.filter(
+            campaign=campaign, status__in=(MessageStatus.FAILED, MessageStatus.DEAD)
+        )
+        .values("status", "last_error_code")
+        .annotate(count=Count("id"), title=Max("last_error_title"))
+        .order_by("-count", "status", "last_error_code")
+    )
+    return [
+        FailureGroup(r["status"], r["last_error_code"], r["title"] or "", r["count"]) for r in rows
+    ]
+
+
+# Messages Meta accepted per bucket. No index covers sent_at: the campaign's rows come
+# from the (campaign, status) index, so the cost grows with the campaign (about 0.1 s per
+# 100k sent rows); the page caches the whole answer for a poll interval.
+_SERIES_SQL = """
+SELECT floor(extract(epoch FROM sent_at) / %(bucket)s)::bigint AS b, count(*)
+  FROM delivery_message
+ WHERE campaign_id = %(campaign_id)s AND sent_at >= %(since)s
+ GROUP BY b
+"""
+
+
+def campaign_send_rate_series(
+    *,
+    campaign: Campaign,
+    now: datetime,
+    window: timedelta = SERIES_WINDOW,
+    bucket_s: int = SERIES_BUCKET_S,
+) -> list[tuple[datetime, float]]:
+    """(bucket start, messages a second) for every bucket of the window, zeros included."""
+    first = int(now.timestamp() - window.total_seconds()) // bucket_s
+    last = int(now.timestamp()) // bucket_s
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SERIES_SQL,
+            {
+                "bucket": bucket_s,
+                "campaign_id": campaign.pk,
+                "since": datetime.fromtimestamp(first * bucket_s, tz=UTC),
+            },
+        )
+        counts = dict(cursor.fetchall())
+    return [
+        (datetime.fromtimestamp(b * bucket_s, tz=UTC), counts.get(b, 0) / bucket_s)
+        for b in range(first, last + 1)
+    ]
+
+
+def campaign_billing(*, campaign: Campaign) -> list[dict[str, Any]]:
+    """Billable messages and the conversations they opened, by Meta's pricing category.
+
+    Meta reports pricing per message (``pricing.category``, ``billable``) and, before
+    v24 or in free entry-point windows, the conversation it opened.
+    """
+    rows = (
+        Message.objects.filter(campaign=campaign)
+        .exclude(pricing_category="")
+        .values("pricing_category")
+        .annotate(
+            billable_messages=Count("id", filter=Q(billable=True)),
+            conversations=Count(
+                "conversation_id", filter=~Q(conversation_id="") & Q(billable=True), distinct=True
+            ),
+        )
+        .order_by("pricing_category")
+    )
+    return [
+        {
+            "category": r["pricing_category"],
+            "billable_messages": r["billable_messages"],
+            "conversations": r["conversations"],
+        }
+        for r in rows
+    ]

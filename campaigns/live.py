@@ -1,0 +1,144 @@
+"""What the live campaign page shows, as one JSON-ready dict, cached for a poll interval.
+
+The page polls every ``POLL_SECONDS``. Every figure is an aggregate over the campaign's
+messages, so a page left open on a ten-million-row campaign, or ten people watching the
+same launch, must not repeat them all every two seconds: the answer is kept in Redis for
+``CACHE_SECONDS`` and shared by every viewer.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from campaigns.canary import canary_tally
+from campaigns.charts import rate_chart_svg
+from campaigns.launch_queue import launch_queued
+from campaigns.models import Campaign, CampaignStatus, CanaryState
+from campaigns.retry import campaign_retryable_count
+from campaigns.selectors import (
+    SERIES_BUCKET_S,
+    SERIES_WINDOW,
+    campaign_billing,
+    campaign_failures,
+    campaign_funnel,
+    campaign_progress,
+    campaign_send_rate_series,
+)
+from campaigns.window_schedule import campaign_share_rate, campaign_window, campaign_window_eta
+from webhooks.selectors import campaign_reply_counts
+from whatsblast.redis import get_redis
+
+POLL_SECONDS = 2
+CACHE_SECONDS = 1.5
+
+
+def _cache_key(campaign_id: int) -> str:
+    return f"wb:campaign-live:{campaign_id}"
+
+
+def campaign_live(*, campaign: Campaign, use_cache: bool = True) -> dict[str, Any]:
+    """Progress, funnel, failures, rate series and chart, replies, billing, ETA."""
+    conn = get_redis()
+    if use_cache:
+        cached = conn.get(_cache_key(campaign.pk))
+        if cached is not None:
+            return dict(json.loads(cached))
+    data = _build(campaign, timezone.now())
+    conn.set(_cache_key(campaign.pk), json.dumps(data), px=int(CACHE_SECONDS * 1000))
+    return data
+
+
+def campaign_live_forget(*, campaign_id: int) -> None:
+    """Drop the cached answer: after a pause or a retry the next poll shows it at once."""
+    get_redis().delete(_cache_key(campaign_id))
+
+
+def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
+    progress = campaign_progress(campaign=campaign)
+    running = campaign.status == CampaignStatus.RUNNING
+    target = campaign_share_rate(campaign=campaign) if running else None
+    series = campaign_send_rate_series(campaign=campaign, now=now)
+    replies = campaign_reply_counts(campaign_ids=[campaign.pk]).get(campaign.pk, {})
+    done = progress.total - progress.remaining
+    status = campaign.status
+    if status == CampaignStatus.DRAFT and launch_queued(campaign):
+        status = "launching"
+    return {
+        "campaign_id": campaign.pk,
+        "status": status,
+        "status_display": _status_display(status),
+        "status_reason": campaign.status_reason,
+        "measured_at": now.isoformat(),
+        "total": progress.total,
+        "done": done,
+        "remaining": progress.remaining,
+        "percent": round(100 * done / progress.total, 1) if progress.total else 0.0,
+        "counts": progress.counts,
+        "funnel": campaign_funnel(counts=progress.counts),
+        "failures": [f.__dict__ for f in campaign_failures(campaign=campaign)],
+        "retryable": campaign_retryable_count(campaign=campaign),
+        "rate_per_second": progress.rate_per_second,
+        "target_per_second": round(target, 2) if target else None,
+        "series_bucket_seconds": SERIES_BUCKET_S,
+        "chart_svg": rate_chart_svg(
+            series=series,
+            target=target,
+            window_minutes=int(SERIES_WINDOW.total_seconds() // 60),
+        ),
+        "replies": replies.get("replies", 0),
+        "opt_outs": replies.get("opt_outs", 0),
+        "billing": campaign_billing(campaign=campaign),
+        "eta": _eta(campaign, progress.remaining, progress.rate_per_second, target, now),
+        "canary": _canary(campaign),
+    }
+
+
+def _status_display(status: str) -> str:
+    if status == "launching":
+        return "Launching"
+    return str(CampaignStatus(status).label)
+
+
+def _eta(
+    campaign: Campaign, remaining: int, rate: float, target: float | None, now: datetime
+) -> dict[str, Any] | None:
+    """When the remaining messages will have gone out, and on what basis."""
+    if not remaining:
+        return {"seconds": 0, "at": now.isoformat(), "basis": "done"}
+    if campaign.status != CampaignStatus.RUNNING:
+        return None
+    if campaign.canary_state == CanaryState.TESTING:
+        return {"seconds": None, "at": None, "basis": "after the canary"}
+    if campaign_window(campaign) is not None:
+        finishes = campaign_window_eta(campaign=campaign, now=now).finishes_at
+        if finishes is None:
+            return None
+        seconds = (finishes - now).total_seconds()
+        return {"seconds": round(seconds), "at": finishes.isoformat(), "basis": "send windows"}
+    speed, basis = (rate, "current rate") if rate else (target or 0.0, "target rate")
+    if not speed:
+        return None
+    seconds = remaining / speed
+    at = now.timestamp() + seconds
+    return {
+        "seconds": round(seconds),
+        "at": datetime.fromtimestamp(at, tz=now.tzinfo).isoformat(),
+        "basis": basis,
+    }
+
+
+def _canary(campaign: Campaign) -> dict[str, Any] | None:
+    if not campaign.canary_size:
+        return None
+    data: dict[str, Any] = {
+        "size": campaign.canary_size,
+        "max_failure_rate": campaign.canary_max_failure_rate,
+        "state": campaign.canary_state,
+    }
+    if campaign.canary_state == CanaryState.TESTING:
+        data["tally"] = canary_tally(campaign_id=campaign.pk).as_dict()
+    return data
