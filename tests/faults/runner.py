@@ -1,8 +1,8 @@
 """Fault scenarios: a campaign at full speed through real processes, broken on purpose.
 
 One run owns everything it breaks: a private PostgreSQL cluster and a private Redis (see
-``services``), the Cloud API simulator (in this process, posting signed status webhooks),
-a gunicorn web server taking those webhooks, RQ workers and the ticker as subprocesses. It
+``services``), and as subprocesses the Cloud API simulator (posting signed status webhooks),
+a gunicorn web server taking those webhooks, RQ workers and the ticker. It
 creates a number, a template, the contacts and a campaign, launches it, injects the fault,
 waits for the campaign to complete and every webhook to be applied, then checks the table
 against the simulator's own records and prints one JSON report:
@@ -111,7 +111,7 @@ class Plan:
         if fault == "scale":
             plan.workers = 4
             plan.numbers = 10
-            plan.recipients = recipients or 6  # seconds of each number's rate
+            plan.recipients = recipients or (30 if long else 6)  # seconds of each rate
             # Several chains per number, so every number is sent by several workers at once.
             plan.extra_env["CAMPAIGN_SLOT_RATE"] = "15"
             plan.extra_env["CAMPAIGN_JOB_BUDGET_SECONDS"] = "2"
