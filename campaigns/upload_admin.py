@@ -219,6 +219,8 @@ class ContactUploadAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             "upload": upload,
             "progress": contact_upload_progress(upload=upload),
             "result": result,
+            # 100,000 rather than 100000: read at a glance.
+            "counts": {k: f"{v:,}" for k, v in result.items() if isinstance(v, int)},
             "rejections": result.get("rejections", [])[:LISTED_REJECTIONS],
             "has_rejects_file": contact_upload_rejects_path(upload=upload) is not None,
             "can_remap": upload.status == ContactUploadStatus.FAILED and can_upload(request),

@@ -1,0 +1,135 @@
+"""A marketer uploads contacts in a real browser; a real worker process imports them.
+
+Log in, open a contact list, upload a 100,000-row CSV with some bad rows, choose the phone
+column and the default country, watch the progress bar move while `manage.py rqworker
+maintenance` imports it, then read the result and download the rejected rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from campaigns.models import Contact, ContactUpload
+from campaigns.roles import MARKETING
+from tests.factories import make_contact_list
+from tests.ui.browser.conftest import log_in, screenshot
+from tests.ui.support import role_user
+from whatsblast.processes import ProcessGroup
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.browser]
+
+ROWS = 100_000
+BAD = {
+    17: "12345",  # too short
+    2_500: '=HYPERLINK("http://x")',  # a formula: neutralised in the download
+    60_000: "",  # no phone at all
+    99_998: "call me",
+}
+
+
+def leads_csv(path: Path) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["Name", "Mobile", "City", "Notes"])
+        for i in range(ROWS):
+            phone = BAD.get(i, f"(11) 9{10_000_000 + i:08d}")
+            writer.writerow([f"Person {i}", phone, f"City {i % 40}", "call after 6"])
+    return path
+
+
+def test_a_marketer_uploads_a_large_list_and_reads_the_rejected_rows(
+    page: Any, live_server: Any, workers: ProcessGroup, uploads: Path, tmp_path: Path
+) -> None:
+    contact_list = make_contact_list(name="Autumn leads")
+    role_user(MARKETING)
+    workers.manage("maintenance", "rqworker", "maintenance")
+    file = leads_csv(tmp_path / "autumn-leads.csv")
+
+    log_in(page, live_server.url, "mia")
+    page.goto(f"{live_server.url}/admin/campaigns/contactlist/{contact_list.pk}/change/")
+    page.click("#upload-contacts")
+    page.set_input_files("input[name=file]", str(file))
+    page.click("input[type=submit][value='Upload and preview']")
+
+    # The column choice: the preview shows the first rows as the import will read them.
+    page.wait_for_selector("#preview")
+    headers = page.eval_on_selector_all("#preview th", "cells => cells.map(c => c.textContent)")
+    assert headers == ["Name", "Mobile", "City", "Notes"]
+    assert page.input_value("select[name=phone_column]") == "Mobile"
+    page.select_option("select[name=region]", "BR")
+    page.uncheck("input[name=attribute_columns][value=Notes]")
+    assert page.is_disabled("input[name=attribute_columns][value=Mobile]")
+    page.evaluate("window.scrollTo(0, 0)")
+    screenshot(page, "contact-upload-columns.png")
+
+    progress: list[dict[str, Any]] = []
+    page.on(
+        "response",
+        lambda r: progress.append(r.json()) if r.url.endswith("/progress/") and r.ok else None,
+    )
+    page.click("#mapping-form input[type=submit]")
+    page.wait_for_selector("#upload-progress progress")
+    # The bar is driven by the page's own script polling the progress endpoint; the page
+    # reloads itself when the import is done.
+    deadline = time.monotonic() + 180
+    captured = False
+    while True:
+        try:
+            page.wait_for_selector("#upload-result", timeout=250)  # survives the reload
+            break
+        except PlaywrightTimeout:
+            pass
+        workers.check()
+        assert time.monotonic() < deadline, f"import not done: {progress[-1:]}"
+        if not captured and progress and progress[-1]["rows_read"] and not progress[-1]["finished"]:
+            screenshot(page, "contact-upload-progress.png")
+            captured = True
+
+    moving = [p for p in progress if p["status"] == "running" and 0 < p["rows_read"] < ROWS]
+    assert moving, f"no progress seen between 0 and {ROWS} rows: {progress}"
+    assert all(p["percent"] is None or p["percent"] <= 99 for p in progress if not p["finished"])
+    assert page.inner_text("#count-total") == f"{ROWS:,}"
+    assert page.inner_text("#count-imported") == f"{ROWS - len(BAD):,}"
+    assert page.inner_text("#count-rejected") == str(len(BAD))
+    table = page.inner_text("#rejections")
+    for line in (19, 2_502, 60_002, 100_000):  # file lines: header is line 1
+        assert str(line) in table
+    assert "call me" in table and "missing phone" in table
+    screenshot(page, "contact-upload-result.png")
+
+    with page.expect_download() as download:
+        page.click("#download-rejects")
+    rows = list(csv.reader(Path(download.value.path()).open(encoding="utf-8")))
+    assert rows[0] == ["line", "value", "reason"] and len(rows) == len(BAD) + 1
+    assert rows[2][1].startswith("'=HYPERLINK")
+
+    upload = ContactUpload.objects.get()
+    assert upload.status == "done" and upload.created_by.username == "mia"
+    assert contact_list.contacts.count() == ROWS - len(BAD)
+    one = Contact.objects.get(phone="+5511910000000")
+    assert (one.name, one.attributes) == ("Person 0", {"City": "City 0"})
+    assert not (uploads / upload.stored_name).exists()  # imported: the upload is gone
+
+
+def test_a_bad_file_is_refused_on_the_form_with_the_reason(
+    page: Any, live_server: Any, uploads: Path, tmp_path: Path
+) -> None:
+    contact_list = make_contact_list(name="Broken")
+    role_user(MARKETING)
+    binary = tmp_path / "export.csv"
+    binary.write_bytes(b"phone\n\x00\x81\x8d\x00garbage")
+
+    log_in(page, live_server.url, "mia")
+    page.goto(f"{live_server.url}/admin/campaigns/contactlist/{contact_list.pk}/upload/")
+    page.set_input_files("input[name=file]", str(binary))
+    page.click("input[type=submit][value='Upload and preview']")
+
+    error = page.inner_text("#upload-form .errorlist")
+    assert "not text in UTF-8 or Windows-1252" in error and "CSV UTF-8" in error
+    assert not ContactUpload.objects.exists()
