@@ -101,7 +101,11 @@ class DeadLetterAdmin(LargeTableAdmin):
         "resolved_by",
         "note",
     )
-    fields = readonly_fields
+    fieldsets = (
+        (None, {"fields": (("message", "campaign", "phone_number"),)}),
+        (None, {"fields": (("error_code", "error_title"),)}),
+        (None, {"fields": (("status", "created_at", "resolved_at", "resolved_by"), "note")}),
+    )
 
     @admin.display(description="recipient", ordering="message__to")
     def recipient(self, obj: DeadLetter) -> str:

@@ -87,6 +87,6 @@ def log_in(page: Any, base_url: str, username: str) -> None:
     page.wait_for_selector("#user-tools")
 
 
-def screenshot(page: Any, name: str) -> None:
+def screenshot(page: Any, name: str, *, full_page: bool = False) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / name), full_page=False)
+    page.screenshot(path=str(SCREENSHOTS / name), full_page=full_page)
