@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.apps import apps as global_apps
 from django.apps.registry import Apps
@@ -111,7 +112,8 @@ def roles_sync(*, registry: Apps = global_apps) -> RolesReport:
             )
         for group_name, wanted in ROLE_PERMISSIONS.items():
             group, _ = group_model.objects.get_or_create(name=group_name)
-            if wanted == ALL:
+            permissions: list[Any]
+            if isinstance(wanted, str):  # ALL
                 permissions = list(
                     permission_model.objects.filter(content_type__app_label__in=OPERATOR_APPS)
                 )
@@ -127,12 +129,12 @@ def roles_sync(*, registry: Apps = global_apps) -> RolesReport:
     return report
 
 
-def _permissions_named(permission_model: type, names: tuple[str, ...]) -> list[object]:
+def _permissions_named(permission_model: Any, names: tuple[str, ...]) -> list[Any]:
     match = Q()
     for name in names:
         app_label, codename = name.split(".")
         match |= Q(content_type__app_label=app_label, codename=codename)
-    return list(permission_model.objects.filter(match).select_related("content_type"))  # type: ignore[attr-defined]
+    return list(permission_model.objects.filter(match).select_related("content_type"))
 
 
 def role_grant(*, username: str, role: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import phonenumbers
 from django import forms
@@ -41,7 +41,7 @@ from campaigns.upload import (
 UPLOAD_FIELD = "file"
 
 
-class StoredUploadFile(UploadedFile):
+class StoredUploadFile(UploadedFile):  # type: ignore[type-arg]
     """An upload already written to its final place under CONTACT_UPLOAD_DIR."""
 
     def __init__(self, stored_path: Path, *, name: str, size: int, content_type: str) -> None:
@@ -81,7 +81,7 @@ class ContactFileUploadHandler(FileUploadHandler):
         self._file.write(raw_data)
         return None
 
-    def file_complete(self, file_size: int) -> UploadedFile | None:
+    def file_complete(self, file_size: int) -> StoredUploadFile | None:
         if self._file is None or self.stored_path is None:
             return None
         self._file.close()
@@ -129,10 +129,11 @@ class MappingForm(forms.Form):
     def __init__(self, *args: Any, headers: list[str], has_header: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         columns = [(h, h) for h in headers]
-        self.fields["phone_column"].choices = columns
-        self.fields["name_column"].choices = [("", "— none —"), *columns]
-        self.fields["region"].choices = _region_choices()
-        self.fields["attribute_columns"].choices = columns
+        choice = cast(dict[str, forms.ChoiceField], self.fields)
+        choice["phone_column"].choices = columns
+        choice["name_column"].choices = [("", "— none —"), *columns]
+        choice["region"].choices = _region_choices()
+        choice["attribute_columns"].choices = columns
         if not has_header:
             # A file without a header row: the import finds the phone column itself.
             self.fields["phone_column"].disabled = True

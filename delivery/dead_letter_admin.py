@@ -13,6 +13,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -159,7 +160,7 @@ class DeadLetterAdmin(LargeTableAdmin):
         across = request.POST.get("select_across") == "1"
         # Posted back as they came: the admin wants the page's ticked boxes even when the
         # action applies to everything the filters match.
-        selected = request.POST.getlist(admin.helpers.ACTION_CHECKBOX_NAME)
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
         requeue = action == "requeue_selected"
         context = {
             **self.admin_site.each_context(request),

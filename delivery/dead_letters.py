@@ -180,7 +180,7 @@ def dead_letter_request(*, message: Message) -> dict[str, Any]:
     number = message.phone_number
     template = message.template
     request = SendRequest(
-        base_url=number.api_base_url or settings.WHATSAPP_API_BASE_URL,
+        base_url=str(number.api_base_url or settings.WHATSAPP_API_BASE_URL),
         phone_number_id=number.phone_number_id,
         access_token="",
         to=message.to,
