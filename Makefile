@@ -2,6 +2,9 @@
 #   make demo   set up, start embedded services when no URLs are given, and run the demo
 #   make test   set up and run the whole test suite (lint, migrations check, pytest)
 SHELL := /bin/bash
+# Development defaults: DEBUG on allows the built-in development SECRET_KEY. Production
+# sets DEBUG=0 and its own SECRET_KEY (see deploy/production.env.example).
+export DEBUG ?= 1
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
