@@ -117,7 +117,9 @@ class CampaignForm(forms.ModelForm):  # type: ignore[type-arg]
         template_field.help_text = "Only APPROVED templates can be sent."
         self.fields["lists"].queryset = ContactList.objects.order_by("name")  # type: ignore[attr-defined]
         self.fields["param_mapping"].required = False
-        self.fields["canary_size"].help_text = (
+        self.fields[
+            "canary_size"
+        ].help_text = (
             "Send to this many first, hold the rest, and continue only if few failed. 0: no canary."
         )
         if self.instance.pk:

@@ -24,8 +24,20 @@ def _nice_ceiling(value: float) -> float:
     return value
 
 
+def _ago(seconds: float, end_label: str) -> str:
+    if seconds <= 0:
+        return end_label
+    if seconds < 120:
+        return f"-{seconds:.0f} s"
+    return f"-{seconds / 60:.0f} min"
+
+
 def rate_chart_svg(
-    *, series: Sequence[tuple[datetime, float]], target: float | None, window_minutes: int
+    *,
+    series: Sequence[tuple[datetime, float]],
+    target: float | None,
+    window_s: float,
+    end_label: str = "now",
 ) -> str:
     """The send rate (msg/s per bucket) as a line, the target rate as a dashed line."""
     plot_w = WIDTH - PAD_LEFT - PAD_RIGHT
@@ -50,12 +62,11 @@ def rate_chart_svg(
         f'text-anchor="end">{top:g}/s</text>',
         f'<text class="wb-tick" x="{PAD_LEFT - 6}" y="{y(0):.1f}" text-anchor="end">0</text>',
     ]
-    for minutes_ago in range(window_minutes, -1, -5):
-        tick_x = PAD_LEFT + plot_w * (1 - minutes_ago / window_minutes)
-        label = "now" if minutes_ago == 0 else f"-{minutes_ago} min"
+    for quarter in range(5):
+        tick_x = PAD_LEFT + plot_w * quarter / 4
         parts.append(
             f'<text class="wb-tick" x="{tick_x:.1f}" y="{HEIGHT - 6}" '
-            f'text-anchor="middle">{label}</text>'
+            f'text-anchor="middle">{_ago(window_s * (4 - quarter) / 4, end_label)}</text>'
         )
     if target:
         parts.append(

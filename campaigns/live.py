@@ -20,13 +20,13 @@ from campaigns.launch_queue import launch_queued
 from campaigns.models import Campaign, CampaignStatus, CanaryState
 from campaigns.retry import campaign_retryable_count
 from campaigns.selectors import (
-    SERIES_BUCKET_S,
-    SERIES_WINDOW,
+    RATE_WINDOW,
     campaign_billing,
     campaign_failures,
     campaign_funnel,
     campaign_progress,
     campaign_send_rate_series,
+    series_span,
 )
 from campaigns.window_schedule import campaign_share_rate, campaign_window, campaign_window_eta
 from webhooks.selectors import campaign_reply_counts
@@ -34,6 +34,8 @@ from whatsblast.redis import get_redis
 
 POLL_SECONDS = 2
 CACHE_SECONDS = 1.5
+# The shortest span a rate is measured over (a campaign's first seconds are bursty).
+MIN_RATE_WINDOW_S = 5.0
 
 
 def _cache_key(campaign_id: int) -> str:
@@ -59,10 +61,17 @@ def campaign_live_forget(*, campaign_id: int) -> None:
 
 def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
     progress = campaign_progress(campaign=campaign)
-    running = campaign.status == CampaignStatus.RUNNING
-    target = campaign_share_rate(campaign=campaign) if running else None
-    series = campaign_send_rate_series(campaign=campaign, now=now)
+    target = (
+        campaign_share_rate(campaign=campaign)
+        if campaign.status in (CampaignStatus.RUNNING, CampaignStatus.PAUSED)
+        else None
+    )
+    # A finished campaign's chart shows its run, up to the moment it finished.
+    end = campaign.completed_at if campaign.completed_at and campaign.started_at else now
+    window, bucket_s = series_span(started_at=campaign.started_at, now=end)
+    series = campaign_send_rate_series(campaign=campaign, now=end, window=window, bucket_s=bucket_s)
     replies = campaign_reply_counts(campaign_ids=[campaign.pk]).get(campaign.pk, {})
+    rate, rate_window = _recent_rate(campaign, progress.sent_last_minute, now)
     done = progress.total - progress.remaining
     status = campaign.status
     if status == CampaignStatus.DRAFT and launch_queued(campaign):
@@ -81,20 +90,32 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "funnel": campaign_funnel(counts=progress.counts),
         "failures": [f.__dict__ for f in campaign_failures(campaign=campaign)],
         "retryable": campaign_retryable_count(campaign=campaign),
-        "rate_per_second": progress.rate_per_second,
+        "rate_per_second": rate,
+        "rate_window_seconds": rate_window,
         "target_per_second": round(target, 2) if target else None,
-        "series_bucket_seconds": SERIES_BUCKET_S,
+        "series_window_seconds": int(window.total_seconds()),
+        "series_bucket_seconds": bucket_s,
         "chart_svg": rate_chart_svg(
             series=series,
             target=target,
-            window_minutes=int(SERIES_WINDOW.total_seconds() // 60),
+            window_s=window.total_seconds(),
+            end_label="now" if end is now else "end",
         ),
         "replies": replies.get("replies", 0),
         "opt_outs": replies.get("opt_outs", 0),
         "billing": campaign_billing(campaign=campaign),
-        "eta": _eta(campaign, progress.remaining, progress.rate_per_second, target, now),
+        "eta": _eta(campaign, progress.remaining, rate, target, now),
         "canary": _canary(campaign),
     }
+
+
+def _recent_rate(campaign: Campaign, sent_last_minute: int, now: datetime) -> tuple[float, int]:
+    """Messages a second over the last minute, or since the start when that is shorter: a
+    campaign ten seconds old has not been slow for the other fifty."""
+    window = RATE_WINDOW.total_seconds()
+    if campaign.started_at is not None:
+        window = min(window, max(MIN_RATE_WINDOW_S, (now - campaign.started_at).total_seconds()))
+    return round(sent_last_minute / window, 2), round(window)
 
 
 def _status_display(status: str) -> str:

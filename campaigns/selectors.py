@@ -94,9 +94,11 @@ def _eta_seconds(*, remaining: int, rate: float) -> float | None:
 
 # --- the campaign page -------------------------------------------------------------------------
 
-# The send-rate chart: the last SERIES_WINDOW in SERIES_BUCKET_S buckets (90 points).
+# The send-rate chart: at most the last SERIES_WINDOW, in about SERIES_POINTS buckets of a
+# whole number of seconds (15 minutes: 10 s buckets).
 SERIES_WINDOW = timedelta(minutes=15)
-SERIES_BUCKET_S = 10
+SERIES_MIN_WINDOW = timedelta(minutes=1)
+SERIES_POINTS = 90
 
 
 @dataclass(frozen=True)
@@ -150,12 +152,19 @@ SELECT floor(extract(epoch FROM sent_at) / %(bucket)s)::bigint AS b, count(*)
 """
 
 
+def series_span(*, started_at: datetime | None, now: datetime) -> tuple[timedelta, int]:
+    """(window, bucket seconds) for the chart: the last 15 minutes, or since the start
+    (at least a minute) for a younger campaign, so a short run is not a spike at the edge."""
+    window = SERIES_WINDOW
+    if started_at is not None:
+        window = min(SERIES_WINDOW, max(SERIES_MIN_WINDOW, now - started_at))
+    wanted = window.total_seconds() / SERIES_POINTS
+    bucket_s = next((b for b in (1, 2, 5, 10, 30, 60) if b >= wanted), 60)
+    return window, bucket_s
+
+
 def campaign_send_rate_series(
-    *,
-    campaign: Campaign,
-    now: datetime,
-    window: timedelta = SERIES_WINDOW,
-    bucket_s: int = SERIES_BUCKET_S,
+    *, campaign: Campaign, now: datetime, window: timedelta, bucket_s: int
 ) -> list[tuple[datetime, float]]:
     """(bucket start, messages a second) for every bucket of the window, zeros included."""
     first = int(now.timestamp() - window.total_seconds()) // bucket_s

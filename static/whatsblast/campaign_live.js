@@ -77,7 +77,8 @@
     rows($("wb-funnel"), null, funnel);
 
     $("wb-chart").innerHTML = d.chart_svg; // server-drawn from numbers only
-    $("wb-rate").textContent = fmt.format(d.rate_per_second) + " msg/s over the last minute" +
+    $("wb-rate").textContent = fmt.format(d.rate_per_second) + " msg/s over the last " +
+      (d.rate_window_seconds >= 60 ? "minute" : d.rate_window_seconds + " s") +
       (d.target_per_second ? " · target " + fmt.format(d.target_per_second) + " msg/s" : "");
 
     const failures = $("wb-failures");
