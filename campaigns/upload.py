@@ -35,6 +35,7 @@ from campaigns.importers import (
     sniff_delimiter,
 )
 from campaigns.models import ContactList, ContactUpload, ContactUploadStatus
+from campaigns.xlsx_head import xlsx_head
 
 logger = logging.getLogger(__name__)
 
@@ -121,40 +122,12 @@ def _csv_preview(path: Path, limit: int) -> FilePreview:
 
 
 def _xlsx_preview(path: Path, limit: int) -> FilePreview:
-    import openpyxl  # heavy import; only XLSX files need it
-
-    try:
-        workbook = openpyxl.load_workbook(path, read_only=True, data_only=True)
-    except Exception as exc:  # zipfile, KeyError, XML errors: all mean "not a workbook"
-        raise ImportFileError(f"not a readable XLSX workbook: {exc}") from exc
-    try:
-        if not workbook.worksheets:
-            raise ImportFileError("the workbook has no worksheet")
-        sheet = workbook.worksheets[0]
-        found: list[list[str]] = []
-        for values in sheet.iter_rows(values_only=True):
-            cells = [_xlsx_text(v) for v in values]
-            if any(cell.strip() for cell in cells):
-                found.append(cells)
-                if len(found) > limit:
-                    break
-        # The sheet's recorded dimension: cheap, and only an estimate (it may be absent).
-        max_row = sheet.max_row
-    finally:
-        workbook.close()
-    preview = _preview_from(found, file_format="xlsx", limit=limit)
-    if max_row:
-        preview.rows_estimate = max(0, int(max_row) - (1 if preview.has_header else 0))
+    # Not openpyxl: it loads every shared string first (seconds for a large sheet).
+    head = xlsx_head(path, rows=limit + 1)
+    preview = _preview_from(head.rows, file_format="xlsx", limit=limit)
+    if head.last_row:
+        preview.rows_estimate = max(0, head.last_row - (1 if preview.has_header else 0))
     return preview
-
-
-def _xlsx_text(value: Any) -> str:
-    # As the import reads cells (campaigns.importers): 5511999990000.0 is a phone number.
-    if value is None:
-        return ""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).replace("\x00", "")
 
 
 def _preview_from(found: list[list[str]], *, file_format: str, limit: int) -> FilePreview:
