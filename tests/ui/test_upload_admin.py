@@ -167,3 +167,27 @@ def test_the_upload_form_is_csrf_protected(uploads: Path) -> None:
     assert response.status_code == 403
     assert not ContactUpload.objects.exists()
     assert not uploads.exists() or not any(uploads.iterdir())
+
+
+def test_an_upload_waiting_for_its_columns_sends_the_uploader_to_choose_them(
+    marketer: Client, django_user_model: Any
+) -> None:
+    from django.contrib.auth.models import Permission
+
+    contact_list = make_contact_list()
+    url = reverse("admin:campaigns_contactlist_upload", args=[contact_list.pk])
+    marketer.post(url, {"file": csv_file(LEADS)})
+    upload = ContactUpload.objects.get()
+    status_url = reverse("admin:campaigns_contactupload_change", args=[upload.pk])
+
+    assert marketer.get(status_url)["Location"].endswith(f"/{upload.pk}/map/")
+    viewer = django_user_model.objects.create_user("val", password="x", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_contactupload"))
+    client = Client()
+    client.force_login(viewer)
+    page = client.get(status_url).content.decode()
+    assert "Waiting for the columns to be chosen" in page and "upload-progress" not in page
+    assert (
+        client.get(reverse("admin:campaigns_contactupload_map", args=[upload.pk])).status_code
+        == 403
+    )
