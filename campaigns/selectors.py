@@ -189,7 +189,10 @@ def campaign_billing(*, campaign: Campaign) -> list[dict[str, Any]]:
     """Billable messages and the conversations they opened, by Meta's pricing category.
 
     Meta reports pricing per message (``pricing.category``, ``billable``) and, before
-    v24 or in free entry-point windows, the conversation it opened.
+    v24 or in free entry-point windows, the conversation it opened. A campaign messages
+    each recipient once and a conversation belongs to one user, so its billable messages
+    with a conversation id are its conversations: a plain count, not a DISTINCT (which
+    sorts every id, the most expensive figure on the page).
     """
     rows = (
         Message.objects.filter(campaign=campaign)
@@ -197,9 +200,7 @@ def campaign_billing(*, campaign: Campaign) -> list[dict[str, Any]]:
         .values("pricing_category")
         .annotate(
             billable_messages=Count("id", filter=Q(billable=True)),
-            conversations=Count(
-                "conversation_id", filter=~Q(conversation_id="") & Q(billable=True), distinct=True
-            ),
+            conversations=Count("id", filter=~Q(conversation_id="") & Q(billable=True)),
         )
         .order_by("pricing_category")
     )

@@ -127,6 +127,10 @@
   }
 
   function poll() {
+    if (document.hidden) {
+      setTimeout(poll, pollMs); // nobody is looking: ask again later
+      return;
+    }
     fetch(url, {credentials: "same-origin", headers: {Accept: "application/json"}})
       .then(function (response) {
         if (!response.ok) throw new Error("HTTP " + response.status);
