@@ -38,7 +38,12 @@ class WebhookEventAdmin(ReadOnlyAdmin):
     def body_text(self, obj: WebhookEvent) -> str:
         return bytes(obj.body).decode("utf-8", "replace")
 
-    @admin.action(description="Apply again")
+    def has_reapply_permission(self, request: HttpRequest) -> bool:
+        # Applying again repeats template and account effects (pausing campaigns): an
+        # operator's decision, not support's, who can only read these records.
+        return request.user.has_perm("webhooks.change_webhookevent")  # type: ignore[union-attr]
+
+    @admin.action(description="Apply again", permissions=("reapply",))
     def requeue(self, request: HttpRequest, queryset: QuerySet[WebhookEvent]) -> None:
         count = events_requeue(event_ids=list(queryset.values_list("id", flat=True)))
         self.message_user(request, f"{count} events queued to apply again.", messages.SUCCESS)
