@@ -43,8 +43,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from campaigns.exports import campaign_results_csv, campaign_results_filename
 from campaigns.launch import LaunchError
-from campaigns.launch_queue import campaign_launch, launch_queued
-from campaigns.lifecycle import LifecycleError, campaign_cancel, campaign_pause, campaign_resume
+from campaigns.launch_queue import campaign_launch, campaign_resume_or_launch, launch_queued
+from campaigns.lifecycle import LifecycleError, campaign_cancel, campaign_pause
 from campaigns.live import POLL_SECONDS, campaign_live, campaign_live_forget
 from campaigns.models import Campaign, CampaignStatus, ContactList, Template, TemplateStatus
 from campaigns.preflight import campaign_preflight
@@ -434,7 +434,7 @@ class CampaignAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         who = request.user.get_username()
         try:
             text = self._act(campaign, action, who)
-        except LifecycleError as exc:
+        except (LifecycleError, LaunchError) as exc:
             self.message_user(request, str(exc), messages.ERROR)
         else:
             self.log_change(request, campaign, text)
@@ -448,7 +448,8 @@ class CampaignAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             campaign_pause(campaign=campaign, reason=f"paused by {who}")
             return f"{campaign} paused."
         if action == "resume":
-            campaign_resume(campaign=campaign)
+            if campaign_resume_or_launch(campaign=campaign, actor=who) == "queued":
+                return f"{campaign} is launching."
             return f"{campaign} resumed."
         if action == "cancel":
             cancelled = campaign_cancel(campaign=campaign, reason=f"cancelled by {who}")

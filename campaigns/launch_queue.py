@@ -21,6 +21,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from campaigns.launch import LaunchError, campaign_start, campaign_validate
+from campaigns.lifecycle import LifecycleError, campaign_resume
 from campaigns.models import Campaign, CampaignStatus
 
 LAUNCH_QUEUED = "Launch queued"
@@ -64,6 +65,26 @@ def campaign_launch(
         )
     campaign.status_reason = reason[:500]
     return "queued"
+
+
+def campaign_resume_or_launch(*, campaign: Campaign, actor: str = "") -> str:
+    """Resume a paused campaign (``"resumed"``); one paused before it was ever launched (a
+    paused schedule) is launched in the background like "launch now" (``"queued"``)
+    instead of inside the request, as ``campaign_resume`` would.
+    """
+    if campaign.status != CampaignStatus.PAUSED or campaign.started_at is not None:
+        campaign_resume(campaign=campaign)
+        return "resumed"
+    with transaction.atomic():
+        # Back to a draft and queued in one transaction: a refused launch (LaunchError)
+        # rolls back to paused.
+        back = Campaign.objects.filter(
+            pk=campaign.pk, status=CampaignStatus.PAUSED, started_at__isnull=True
+        ).update(status=CampaignStatus.DRAFT, status_reason="")
+        if not back:
+            raise LifecycleError(f"campaign {campaign.pk} changed meanwhile; reload the page")
+        campaign.refresh_from_db()
+        return campaign_launch(campaign=campaign, actor=actor)
 
 
 def campaign_launch_job(campaign_id: int) -> dict[str, Any]:

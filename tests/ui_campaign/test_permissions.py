@@ -122,3 +122,25 @@ def test_support_role_sees_but_cannot_launch(django_user_model, campaign: Campai
     client.force_login(django_user_model.objects.get(username="sue"))
     assert client.get(url("preflight", campaign.pk)).status_code == 200
     assert client.post(url("launch", campaign.pk), {"when": "now"}).status_code == 403
+
+
+def test_creating_needs_the_add_permission(django_user_model) -> None:
+    looker = staff_client(django_user_model, "lou", "view_campaign")
+    assert looker.get(url("add")).status_code == 403
+
+
+@pytest.mark.django_db(transaction=True)
+def test_resuming_a_paused_schedule_launches_in_the_background(
+    marketer: Client, campaign: Campaign
+) -> None:
+    import django_rq
+
+    Campaign.objects.filter(pk=campaign.pk).update(status=CampaignStatus.PAUSED)
+    response = marketer.post(url("resume", campaign.pk), follow=True)
+    assert "is launching" in response.content.decode()
+    campaign.refresh_from_db()
+    assert campaign.status == CampaignStatus.DRAFT and campaign.status_reason.startswith(
+        "Launch queued by mara"
+    )
+    assert campaign.messages.count() == 0  # not inside the request
+    assert django_rq.get_queue("maintenance").count == 1
