@@ -35,6 +35,7 @@ from django.http import (
     JsonResponse,
     StreamingHttpResponse,
 )
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -243,7 +244,7 @@ class CampaignAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     # --- routing ---------------------------------------------------------------------------
 
     def get_urls(self) -> list[URLPattern]:
-        def view(func: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        def view(func: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
             return self.admin_site.admin_view(func)
 
         name = "campaigns_campaign"
@@ -291,7 +292,7 @@ class CampaignAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return super().change_view(request, object_id, form_url, extra_context)
 
     def _campaign(self, request: HttpRequest, object_id: int) -> Campaign:
-        campaign = self.get_object(request, str(object_id))
+        campaign: Campaign | None = self.get_object(request, str(object_id))
         if campaign is None:
             raise Http404("no such campaign")
         if not self.has_view_permission(request, campaign):
@@ -337,7 +338,8 @@ class CampaignAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         contacts: ``?template=ID&lists=ID&lists=ID&mapping=JSON``."""
         if not (self.has_add_permission(request) or self.has_change_permission(request)):
             raise PermissionDenied
-        template = Template.objects.filter(pk=_int(request.GET.get("template"))).first()
+        template_id = _int(request.GET.get("template"))
+        template = Template.objects.filter(pk=template_id).first() if template_id else None
         list_ids = [i for i in map(_int, request.GET.getlist("lists")) if i is not None]
         fields = contact_fields(list_ids=list_ids)
         if template is None:
@@ -457,7 +459,7 @@ class CampaignAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         report = campaign_retry_failed(campaign=campaign, actor=who)
         return f"{campaign}: {report.retried:,} failed message(s) queued for a fresh attempt."
 
-    def export_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+    def export_view(self, request: HttpRequest, object_id: int) -> StreamingHttpResponse:
         campaign = self._campaign(request, object_id)
         response = StreamingHttpResponse(
             campaign_results_csv(campaign=campaign), content_type="text/csv; charset=utf-8"

@@ -286,7 +286,7 @@ def canary_release(*, campaign_id: int, limit: int = RELEASE_BATCH) -> int:
     """Make up to ``limit`` held rows of the campaign due now; return how many."""
     with connection.cursor() as cursor:
         cursor.execute(_RELEASE_SQL, {"id": campaign_id, "hold": HOLD_AT, "limit": limit})
-        return cursor.rowcount
+        return int(cursor.rowcount)
 
 
 @dataclass

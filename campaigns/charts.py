@@ -17,7 +17,7 @@ def _nice_ceiling(value: float) -> float:
     """1, 2 or 5 times a power of ten, at least ``value``: round axis labels."""
     if value <= 0:
         return 1.0
-    magnitude = 10 ** len(str(int(value))) / 10
+    magnitude = float(10 ** (len(str(int(value))) - 1))
     for step in (1, 2, 5, 10):
         if step * magnitude >= value:
             return step * magnitude

@@ -105,6 +105,11 @@ def _completed(
     return complete, mapped
 
 
+def _placeholder_fill(text: str, value: str) -> str:
+    """``text`` with its placeholder replaced by ``value`` (taken literally)."""
+    return _PLACEHOLDER_RE.sub(lambda _: value, text)
+
+
 def message_render(template: Template, params: dict[str, Any]) -> dict[str, Any]:
     """Header, body and buttons as the recipient would read them."""
     body = params.get("body", [])
@@ -119,15 +124,15 @@ def message_render(template: Template, params: dict[str, Any]) -> dict[str, Any]
     header = ""
     header_param = params.get("header", {}).get("value", "")
     if template.header_format == HeaderFormat.TEXT:
-        header = _PLACEHOLDER_RE.sub(lambda _: str(header_param), template.header_text)
+        header = _placeholder_fill(template.header_text, str(header_param))
     elif template.header_format:
         header = f"[{template.header_format.lower()}] {header_param}".strip()
     suffixes = {b["index"]: b["value"] for b in params.get("buttons", [])}
     buttons = []
     for button in template.buttons or ():
-        url = button.get("url", "")
+        url = str(button.get("url", ""))
         if url and button.get("index") in suffixes:
-            url = _PLACEHOLDER_RE.sub(lambda _, b=button: str(suffixes[b["index"]]), url)
+            url = _placeholder_fill(url, str(suffixes[button["index"]]))
         buttons.append({"text": button.get("text", ""), "url": url})
     return {
         "header": header,
