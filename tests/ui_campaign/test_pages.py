@@ -11,11 +11,13 @@ import django_rq
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, TemplateStatus
 from tests.engine_support import work_burst
 from tests.factories import make_campaign, make_message, make_template
 from tests.ui_campaign.conftest import MAPPING
+from webhooks.models import InboundMessage
 
 pytestmark = pytest.mark.django_db
 
@@ -227,6 +229,17 @@ def test_the_live_page_and_its_json(marketer: Client, setup) -> None:
         last_error_title="Message undeliverable",
     )
     make_message(campaign=campaign, status="pending")
+    for n, text in enumerate(("Thanks!", "STOP")):
+        InboundMessage.objects.create(
+            wamid=f"in-{n}",
+            from_phone="+5511900000001",
+            type="text",
+            text=text,
+            sent_at=timezone.now(),
+            campaign=campaign,
+            is_opt_out=text == "STOP",
+            payload={},
+        )
     page = marketer.get(url("change", campaign.pk)).content.decode()
     assert 'id="wb-live"' in page and 'id="wb-live-data"' in page
     assert 'name="_save"' not in page  # launched: read-only below the panel
@@ -248,4 +261,4 @@ def test_the_live_page_and_its_json(marketer: Client, setup) -> None:
     ]
     assert live["target_per_second"] == 64.0  # 80/s less the 20 % reserve
     assert "<polyline" in live["chart_svg"] and "target 64.0/s" in live["chart_svg"]
-    assert (live["replies"], live["opt_outs"], live["retryable"]) == (0, 0, 0)
+    assert (live["replies"], live["opt_outs"], live["retryable"]) == (2, 1, 0)
