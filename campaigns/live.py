@@ -89,6 +89,7 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "status_display": _status_display(status),
         "status_reason": campaign.status_reason,
         "measured_at": now.isoformat(),
+        "scheduled_at": campaign.scheduled_at.isoformat() if campaign.scheduled_at else None,
         "total": progress.total,
         "done": done,
         "remaining": progress.remaining,

@@ -65,7 +65,10 @@
     $("wb-progress-text").textContent = d.total
       ? fmt.format(d.done) + " of " + fmt.format(d.total) + " settled (" + d.percent + " %) · " +
         fmt.format(d.remaining) + " to go"
-      : d.status === "launching" ? "Creating the messages…" : "No messages yet.";
+      : d.status === "launching" ? "Creating the messages…"
+      : d.status === "scheduled" && d.scheduled_at
+        ? "Scheduled for " + new Date(d.scheduled_at).toISOString().slice(0, 16).replace("T", " ") + " UTC."
+        : "No messages yet.";
 
     const c = d.counts;
     const funnel = d.funnel.map(function (s) {
