@@ -145,3 +145,30 @@ def test_the_verdict_waits_for_delivery_reports_but_fails_as_soon_as_it_cannot_p
     settled = CanaryTally(0, 20, 1, 4, now - timedelta(seconds=61), 100)
     assert judge(settled) == CanaryState.PASSED
     assert judge(tally(sent=20, failed=2)) == CanaryState.PASSED  # exactly 10 %
+
+
+def test_a_windowed_canary_waits_for_its_window_and_the_rest_for_the_verdict() -> None:
+    from datetime import UTC, datetime, time
+
+    from campaigns.canary import canary_release
+
+    with running_simulator() as sim:
+        number = number_on(sim, rate=50)
+        campaign = campaign_on(
+            sim,
+            number,
+            recipients=30,
+            canary_size=10,
+            window_start=time(9),
+            window_end=time(18),
+            time_zone="America/Sao_Paulo",
+        )
+        night = datetime(2026, 3, 2, 2, 0, tzinfo=UTC)  # 23:00 in Sao Paulo: closed
+        campaign_start(campaign=campaign, now=night)
+        opening = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)  # 09:00 local
+        due = Message.objects.filter(campaign=campaign).values_list("next_attempt_at", flat=True)
+        assert sorted(set(due)) == [opening, HOLD_AT]
+        assert list(due).count(opening) == 10
+
+        assert canary_release(campaign_id=campaign.pk) == 20
+        assert held(campaign) == 0
