@@ -56,3 +56,7 @@ class GuardedQueueAdmin(QueueAdmin):
 if admin.site.is_registered(Dashboard):
     admin.site.unregister(Dashboard)
 admin.site.register(Dashboard, GuardedQueueAdmin)
+
+admin.site.site_header = "whatsblast"
+admin.site.site_title = "whatsblast"
+admin.site.index_title = "Campaigns, contacts, delivery and support"
