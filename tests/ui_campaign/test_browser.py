@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.db.models import Count
 from django.test import override_settings
 from django.utils import timezone
@@ -59,19 +59,7 @@ def async_unsafe_allowed() -> Iterator[None]:
 
 
 @pytest.fixture
-def short_db_connections() -> Iterator[None]:
-    # The browser keeps sockets open (keep-alive) past the test, and with them the live
-    # server's request threads and their persistent connections, which would block the
-    # test database's teardown. Every thread's connection shares this settings dict.
-    settings_dict = connection.settings_dict
-    previous = settings_dict["CONN_MAX_AGE"]
-    settings_dict["CONN_MAX_AGE"] = 0
-    yield
-    settings_dict["CONN_MAX_AGE"] = previous
-
-
-@pytest.fixture
-def page(short_db_connections: None) -> Iterator[Any]:
+def page() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -84,6 +72,10 @@ def page(short_db_connections: None) -> Iterator[Any]:
             yield page
         finally:
             browser.close()
+            # The test's ORM calls ran while Playwright's event loop was current, under
+            # another context than pytest-django's teardown sees: close that connection
+            # here, or it keeps the test database from being dropped.
+            connections.close_all()
 
 
 @pytest.fixture
