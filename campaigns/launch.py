@@ -222,3 +222,34 @@ def _schedule(campaign_id: int, at: datetime) -> None:
     from delivery.dispatch import campaign_schedule
 
     campaign_schedule(campaign_id=campaign_id, at=at)
+
+
+def campaign_start_scheduled(*, campaign_id: int) -> LaunchSummary | None:
+    """Launch a scheduled campaign that is due; ``None`` when it is not (or no longer) due.
+
+    The flip from scheduled and the launch commit together: a launch interrupted half-way
+    (a killed job, a lost database) leaves the campaign scheduled, to be tried again,
+    never a draft nobody will start. A campaign that can no longer launch as configured
+    is paused with the reason instead.
+    """
+    try:
+        with transaction.atomic():
+            campaign = (
+                Campaign.objects.select_for_update()
+                .filter(
+                    pk=campaign_id,
+                    status=CampaignStatus.SCHEDULED,
+                    scheduled_at__lte=timezone.now(),
+                )
+                .first()
+            )
+            if campaign is None:
+                return None
+            campaign.status = CampaignStatus.DRAFT  # due now: launch as from a draft
+            campaign.save(update_fields=["status", "updated_at"])
+            return campaign_start(campaign=campaign)
+    except LaunchError as exc:
+        Campaign.objects.filter(pk=campaign_id, status=CampaignStatus.SCHEDULED).update(
+            status=CampaignStatus.PAUSED, status_reason=f"scheduled launch refused: {exc}"[:500]
+        )
+        return None

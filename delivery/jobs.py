@@ -64,15 +64,10 @@ def campaign_send_job(campaign_id: int, slot: int, token: str) -> dict[str, Any]
 
 
 def campaign_start_job(campaign_id: int) -> dict[str, Any]:
-    from campaigns.launch import campaign_start
-    from campaigns.models import Campaign, CampaignStatus
+    from campaigns.launch import campaign_start_scheduled
 
-    campaign = Campaign.objects.filter(pk=campaign_id, status=CampaignStatus.SCHEDULED).first()
-    if campaign is None:
-        return {"started": False}
-    campaign.status = CampaignStatus.DRAFT  # due now: launch as from a draft
-    campaign.save(update_fields=["status"])
-    return campaign_start(campaign=campaign).as_dict()
+    summary = campaign_start_scheduled(campaign_id=campaign_id)
+    return summary.as_dict() if summary is not None else {"started": False}
 
 
 def transactional_send_job(message_id: int) -> str:

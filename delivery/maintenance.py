@@ -67,22 +67,27 @@ def due_transactional_ids_with_attempt() -> list[tuple[int, int]]:
 
 
 def _start_due_schedules() -> int:
-    from campaigns.launch import LaunchError, campaign_start
+    """Queue the launch of due scheduled campaigns (RQ's scheduler may have lost them).
 
-    started = 0
-    due = Campaign.objects.filter(status=CampaignStatus.SCHEDULED, scheduled_at__lte=timezone.now())
-    for campaign in due:
-        Campaign.objects.filter(pk=campaign.pk, status=CampaignStatus.SCHEDULED).update(
-            status=CampaignStatus.DRAFT
-        )
-        try:
-            campaign_start(campaign=campaign)
-            started += 1
-        except LaunchError as exc:
-            Campaign.objects.filter(pk=campaign.pk).update(
-                status=CampaignStatus.PAUSED, status_reason=f"scheduled launch refused: {exc}"[:500]
+    Launching runs in its own job, not in this tick: a million recipients take longer
+    than a tick may run.
+    """
+    import django_rq
+
+    from delivery.jobs import campaign_start_job
+    from whatsblast.redis import get_redis
+
+    queued = 0
+    due = Campaign.objects.filter(
+        status=CampaignStatus.SCHEDULED, scheduled_at__lte=timezone.now()
+    ).values_list("pk", flat=True)
+    for campaign_id in due:
+        if get_redis().set(f"wb:launch-queued:{campaign_id}", 1, nx=True, ex=600):
+            django_rq.get_queue(dispatch.MAINTENANCE_QUEUE).enqueue(
+                campaign_start_job, campaign_id, job_timeout=1800
             )
-    return started
+            queued += 1
+    return queued
 
 
 def _apply_webhooks() -> dict[str, int]:
