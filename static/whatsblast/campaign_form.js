@@ -155,12 +155,14 @@
     if (!data.samples.length) samples.append(el("p", "wb-muted", "Choose a template."));
   }
 
-  function render(data) {
+  /* `requested` is the template the answer was computed for: the select may have changed
+     while the request was out, and rows must follow the answer, not the select. */
+  function render(data, requested) {
     fieldList.replaceChildren(...data.fields.map(function (f) { return new Option(f, f); }));
-    if (template.value !== shownTemplate) {
+    if (requested !== shownTemplate) {
       const first = shownTemplate === null;
-      shownTemplate = template.value;
-      if (!first || template.value) prune(data.slots);
+      shownTemplate = requested;
+      if (!first || requested) prune(data.slots);
       buildRows(data.slots);
       if (!first) {
         schedule();
@@ -175,7 +177,8 @@
 
   function refresh() {
     const query = new URLSearchParams();
-    if (template.value) query.set("template", template.value);
+    const requested = template.value;
+    if (requested) query.set("template", requested);
     for (const option of lists.selectedOptions) query.append("lists", option.value);
     query.set("mapping", JSON.stringify(mapping));
     const mine = ++asked;
@@ -189,7 +192,9 @@
         return response.json();
       })
       .then(function (data) {
-        if (mine === asked) render(data);
+        if (mine !== asked) return;
+        render(data, requested);
+        if (template.value !== requested) schedule();  // the select moved on meanwhile
       })
       .catch(function () {
         if (mine !== asked) return;
