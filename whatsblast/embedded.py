@@ -122,3 +122,12 @@ def stop_all(data_dir: Path) -> list[str]:
 def _pg_system_user() -> str | None:
     # pgserver refuses to run PostgreSQL as root and uses a dedicated system user instead.
     return "pgserver" if os.geteuid() == 0 else None
+
+
+def status(data_dir: Path) -> dict[str, bool]:
+    """Which embedded servers under ``data_dir`` are running."""
+    redis_dir = (data_dir / REDIS_DIRNAME).resolve()
+    return {
+        "postgres": (data_dir / PG_DIRNAME / "postmaster.pid").exists(),
+        "redis": _redis_answers(f"unix://{redis_dir / 'redis.sock'}?db=0"),
+    }

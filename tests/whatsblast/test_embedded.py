@@ -1,0 +1,24 @@
+"""The embedded services: start real servers under a data directory, reuse, stop cleanly."""
+
+from __future__ import annotations
+
+import psycopg
+import redis
+
+from whatsblast import embedded
+
+
+def test_start_reuse_and_stop(tmp_path) -> None:
+    data_dir = tmp_path / "data"
+    pg_url = embedded.postgres_url(data_dir)
+    redis_url = embedded.redis_url(data_dir)
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+    assert redis.Redis.from_url(redis_url).ping()
+    assert embedded.status(data_dir) == {"postgres": True, "redis": True}
+    # Starting again finds the running servers.
+    assert embedded.postgres_url(data_dir) == pg_url
+    assert embedded.redis_url(data_dir) == redis_url
+    assert sorted(embedded.stop_all(data_dir)) == ["postgres", "redis"]
+    assert embedded.status(data_dir) == {"postgres": False, "redis": False}
+    assert embedded.stop_all(data_dir) == []
