@@ -12,6 +12,7 @@ network, and two checkouts never collide on a port.
 
 from __future__ import annotations
 
+import atexit
 import os
 import subprocess
 import time
@@ -33,6 +34,9 @@ def postgres_url(data_dir: Path) -> str:
     # cleanup_mode=None: the server outlives this process so the web server, the workers
     # and one-off commands all share it.
     server = pgserver.get_server(pgdata, cleanup_mode=None)
+    # With cleanup_mode=None its exit hook only does bookkeeping, and it logs after the
+    # interpreter has closed stdout ("I/O operation on closed file"): drop it.
+    atexit.unregister(server._cleanup)
     # DATABASE_NAME is a constant of this module, not input.
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE_NAME}';")  # noqa: S608
     if "(1 row)" not in exists:
