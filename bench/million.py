@@ -14,19 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import sys
 import time
 import uuid
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "whatsblast.settings")
+from harness import django_setup, process_env
 
-import django  # noqa: E402
-
-django.setup()
+django_setup()
 
 import psutil  # noqa: E402
 import requests  # noqa: E402
@@ -77,13 +70,7 @@ def main() -> None:
 
     group = ProcessGroup(
         settings.DATA_DIR / "bench-logs" / run,
-        {
-            "DATABASE_URL": settings.DATABASE_URL,
-            "REDIS_URL": settings.REDIS_URL,
-            "DEBUG": "1",
-            "LOG_LEVEL": "WARNING",
-            "SECRET_KEY": settings.SECRET_KEY,
-        },
+        process_env(),
     )
     samples: list[dict[str, float]] = []
     try:

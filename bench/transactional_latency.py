@@ -24,21 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
-import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "whatsblast.settings")
+from harness import django_setup, process_env
 
-import django  # noqa: E402
-
-django.setup()
+django_setup()
 
 import django_rq  # noqa: E402
 import requests  # noqa: E402
@@ -90,14 +83,7 @@ def main() -> None:
     sim, web = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{web_port}"
     group = ProcessGroup(
         settings.DATA_DIR / "bench-logs" / f"txn-{run}",
-        {
-            "DATABASE_URL": settings.DATABASE_URL,
-            "REDIS_URL": settings.REDIS_URL,
-            "DEBUG": "0",
-            "ALLOWED_HOSTS": "127.0.0.1,localhost",
-            "LOG_LEVEL": "WARNING",
-            "SECRET_KEY": settings.SECRET_KEY,
-        },
+        process_env(DEBUG="0", ALLOWED_HOSTS="127.0.0.1,localhost"),
     )
     campaign: Campaign | None = None
     try:
