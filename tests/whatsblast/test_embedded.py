@@ -6,6 +6,7 @@ import psycopg
 import redis
 
 from whatsblast import embedded
+from whatsblast.service_versions import redis_version_check
 
 
 def test_start_reuse_and_stop(tmp_path) -> None:
@@ -15,6 +16,11 @@ def test_start_reuse_and_stop(tmp_path) -> None:
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT 1").fetchone() == (1,)
     assert redis.Redis.from_url(redis_url).ping()
+    # The embedded server has every command the code uses (Redis 7 level, e.g. EXPIRE NX).
+    assert redis_version_check(redis.Redis.from_url(redis_url)).startswith("Valkey")
+    with psycopg.connect(pg_url) as conn:
+        server_version = conn.info.server_version
+    assert server_version >= 140000
     assert embedded.status(data_dir) == {"postgres": True, "redis": True}
     # Starting again finds the running servers.
     assert embedded.postgres_url(data_dir) == pg_url
