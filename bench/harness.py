@@ -22,9 +22,10 @@ def process_env(**overrides: str) -> dict[str, str]:
     """The benchmark's own database, Redis and secret, for the processes it starts."""
     from django.conf import settings
 
+    from whatsblast.processes import service_environment
+
     return {
-        "DATABASE_URL": settings.DATABASE_URL,
-        "REDIS_URL": settings.REDIS_URL,
+        **service_environment(),
         "DEBUG": "1",
         "LOG_LEVEL": "WARNING",
         "SECRET_KEY": settings.SECRET_KEY,

@@ -97,13 +97,3 @@ def reset_client() -> None:
         if cloud_api._client is not None:
             cloud_api._client.close()
         cloud_api._client = None
-
-
-def database_url(db: dict[str, Any]) -> str:
-    """A URL for subprocesses to reach this test run's database (TCP or unix socket)."""
-    user = db.get("USER") or "postgres"
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host = db.get("HOST") or "127.0.0.1"
-    if host.startswith("/"):
-        return f"postgresql://{user}{password}@/{db['NAME']}?host={host}"
-    return f"postgresql://{user}{password}@{host}:{db.get('PORT') or 5432}/{db['NAME']}"

@@ -16,8 +16,50 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def database_url(db: Mapping[str, Any]) -> str:
+    """A URL reaching the database that Django settings dict ``db`` names.
+
+    A socket directory may sit in ``HOST`` or, as django-environ parses
+    ``postgresql://…@/name?host=/dir`` (the embedded PostgreSQL), in ``OPTIONS["host"]``:
+    both are kept, so a child reaches the very server and database its parent uses (under
+    pytest, the test database).
+    """
+    options = dict(db.get("OPTIONS") or {})
+    host = str(db.get("HOST") or options.pop("host", "") or "127.0.0.1")
+    options.pop("host", None)
+    user = quote(str(db.get("USER") or "postgres"), safe="")
+    password = f":{quote(str(db['PASSWORD']), safe='')}" if db.get("PASSWORD") else ""
+    name = quote(str(db["NAME"]), safe="")
+    extra = {k: str(v) for k, v in options.items() if isinstance(v, str | int)}
+    if host.startswith("/"):
+        query = urlencode({"host": host, **extra})
+        return f"postgresql://{user}{password}@/{name}?{query}"
+    port = db.get("PORT") or 5432
+    query = f"?{urlencode(extra)}" if extra else ""
+    return f"postgresql://{user}{password}@{host}:{port}/{name}{query}"
+
+
+def service_environment() -> dict[str, str]:
+    """What a child process needs to use this process's own PostgreSQL, Redis and data.
+
+    Built from the connection actually in use, not from the environment: with the URLs
+    unset, this process started (or found) the embedded servers, and under pytest its
+    database is the test database, which no environment variable names.
+    """
+    from django.conf import settings
+    from django.db import connection
+
+    return {
+        "DATABASE_URL": database_url(connection.settings_dict),
+        "REDIS_URL": str(settings.REDIS_URL),
+        "WHATSBLAST_DATA_DIR": str(settings.DATA_DIR),
+    }
 
 
 @dataclass

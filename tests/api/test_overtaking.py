@@ -12,14 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 import requests
-from django.db import connection
 
 from campaigns.launch import campaign_start
 from delivery.apikeys import api_key_create
 from delivery.models import Message, MessageStatus
-from tests.engine_support import campaign_on, database_url, number_on, running_simulator
+from tests.engine_support import campaign_on, number_on, running_simulator
 from tests.factories import make_template
-from whatsblast.processes import ProcessGroup
+from whatsblast.processes import ProcessGroup, service_environment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -29,8 +28,7 @@ RECIPIENTS = 3000  # 75 s at the campaign's 40 msg/s share: far longer than the 
 @pytest.fixture
 def processes(tmp_path, settings) -> Iterator[ProcessGroup]:
     env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REDIS_URL": settings.REDIS_URL,
+        **service_environment(),
         "DEBUG": "1",
         "LOG_LEVEL": "WARNING",
     }

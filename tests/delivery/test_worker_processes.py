@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 from django.db.models import Count
 from django.test import override_settings
 
@@ -21,12 +20,11 @@ from campaigns.models import CampaignStatus
 from delivery.models import Message, MessageStatus
 from tests.engine_support import (
     campaign_on,
-    database_url,
     max_per_second,
     number_on,
     running_simulator,
 )
-from whatsblast.processes import ProcessGroup
+from whatsblast.processes import ProcessGroup, service_environment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -36,8 +34,7 @@ APP_SECRET = "process-test-secret"  # noqa: S105
 @pytest.fixture
 def processes(tmp_path, settings) -> Iterator[ProcessGroup]:
     env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REDIS_URL": settings.REDIS_URL,
+        **service_environment(),
         "DEBUG": "1",
         "WHATSAPP_APP_SECRET": APP_SECRET,
         "SEND_LEASE_SECONDS": "5",

@@ -14,10 +14,8 @@ from pathlib import Path
 import pytest
 import requests
 from django.core.management import get_commands
-from django.db import connection
 
-from tests.engine_support import database_url
-from whatsblast.processes import ProcessGroup, free_port, wait_for_http
+from whatsblast.processes import ProcessGroup, free_port, service_environment, wait_for_http
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 DEPLOY = BASE_DIR / "deploy"
@@ -103,8 +101,7 @@ def gunicorn(tmp_path, settings) -> Iterator[tuple[str, Path]]:
     static_root = tmp_path / "static"
     env = production_env(
         ALLOWED_HOSTS="127.0.0.1",
-        DATABASE_URL=database_url(connection.settings_dict),
-        REDIS_URL=settings.REDIS_URL,
+        **service_environment(),
         STATIC_ROOT=str(static_root),
         GUNICORN_WORKERS="2",
         GUNICORN_THREADS="2",

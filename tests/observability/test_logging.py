@@ -22,6 +22,7 @@ from whatsblast.logging import (
     logging_config,
     phone_mask,
 )
+from whatsblast.processes import service_environment
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -133,8 +134,7 @@ def test_a_management_command_logs_json_lines_when_asked(settings) -> None:
         **os.environ,
         "LOG_FORMAT": "json",
         "DEBUG": "1",
-        "DATABASE_URL": os.environ.get("DATABASE_URL", ""),
-        "REDIS_URL": settings.REDIS_URL,
+        **service_environment(),
         "SECRET_KEY": "a-secret-key-that-must-not-appear-anywhere-0123456789",
     }
     done = subprocess.run(  # noqa: S603

@@ -13,7 +13,6 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
 
@@ -21,9 +20,9 @@ from campaigns.launch import campaign_start
 from campaigns.models import CampaignStatus
 from delivery import dispatch
 from delivery.models import Message, MessageKind
-from tests.engine_support import campaign_on, database_url, number_on, running_simulator
+from tests.engine_support import campaign_on, number_on, running_simulator
 from tests.observability.support import Scrape, scrape
-from whatsblast.processes import ProcessGroup
+from whatsblast.processes import ProcessGroup, service_environment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -36,8 +35,7 @@ LATENCY_MS = 40
 @pytest.fixture
 def processes(tmp_path, settings) -> Iterator[ProcessGroup]:
     env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REDIS_URL": settings.REDIS_URL,
+        **service_environment(),
         "DEBUG": "1",
         "WHATSAPP_APP_SECRET": APP_SECRET,
         "CAMPAIGN_JOB_BUDGET_SECONDS": "2",

@@ -8,13 +8,11 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from django.db import connection
 from django.test import Client, override_settings
 from django.utils import timezone
 
-from tests.engine_support import database_url
 from webhooks.models import WebhookEvent
-from whatsblast.processes import ProcessGroup, free_port
+from whatsblast.processes import ProcessGroup, free_port, service_environment
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,8 +22,7 @@ QUEUES = ("transactional", "campaigns", "maintenance")
 @pytest.fixture
 def processes(tmp_path, settings) -> Iterator[ProcessGroup]:
     env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REDIS_URL": settings.REDIS_URL,
+        **service_environment(),
         "DEBUG": "1",
         "LOG_LEVEL": "WARNING",
     }

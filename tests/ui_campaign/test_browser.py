@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connections
 from django.db.models import Count
 from django.test import override_settings
 from django.utils import timezone
@@ -24,9 +24,9 @@ from django.utils import timezone
 from campaigns.models import Campaign, CampaignStatus, ContactList
 from campaigns.roles import MARKETING, role_grant, roles_sync
 from delivery.models import Message
-from tests.engine_support import database_url, number_on, running_simulator
+from tests.engine_support import number_on, running_simulator
 from tests.factories import make_contact_list, make_template
-from whatsblast.processes import ProcessGroup
+from whatsblast.processes import ProcessGroup, service_environment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.browser]
 
@@ -81,8 +81,7 @@ def page() -> Iterator[Any]:
 @pytest.fixture
 def processes(tmp_path: Path, settings: Any) -> Iterator[ProcessGroup]:
     env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REDIS_URL": settings.REDIS_URL,
+        **service_environment(),
         "DEBUG": "1",
         "WHATSAPP_APP_SECRET": APP_SECRET,
         "CAMPAIGN_JOB_BUDGET_SECONDS": "2",

@@ -12,11 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.db import connection
 
-from tests.engine_support import database_url
 from tests.ui.support import PASSWORD
-from whatsblast.processes import ProcessGroup
+from whatsblast.processes import ProcessGroup, service_environment
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 
@@ -65,8 +63,7 @@ def uploads(tmp_path: Path, settings: Any) -> Path:
 def workers(tmp_path: Path, settings: Any, uploads: Path) -> Iterator[ProcessGroup]:
     """Real `manage.py rqworker` processes on this test run's database, Redis and uploads."""
     env = {
-        "DATABASE_URL": database_url(connection.settings_dict),
-        "REDIS_URL": settings.REDIS_URL,
+        **service_environment(),
         "CONTACT_UPLOAD_DIR": str(uploads),
         "DEBUG": "1",
         "LOG_LEVEL": "WARNING",

@@ -23,7 +23,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from whatsblast.processes import ProcessGroup, port_is_free, wait_for_http
+from whatsblast.processes import (
+    ProcessGroup,
+    port_is_free,
+    service_environment,
+    wait_for_http,
+)
 
 DEMO_NUMBER_ID = "100000000000001"
 DEMO_TOKEN = "demo-access-token"  # noqa: S105 - the simulator's token, not a real one
@@ -57,8 +62,7 @@ class Command(BaseCommand):
         web = f"http://127.0.0.1:{options['port']}"
         sim = f"http://127.0.0.1:{options['sim_port']}"
         env = {
-            "DATABASE_URL": settings.DATABASE_URL,
-            "REDIS_URL": settings.REDIS_URL,
+            **service_environment(),
             "WHATSAPP_APP_SECRET": secret,
             "WHATSAPP_VERIFY_TOKEN": verify,
             "DEBUG": "1" if settings.DEBUG else "0",
