@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from whatsblast.secrets import SecretField
+
 
 class MessagingLimitTier(models.TextChoices):
     """Unique users a business portfolio may reach in a rolling 24 h (shared by its numbers)."""
@@ -71,8 +73,9 @@ class PhoneNumber(models.Model):
     account = models.ForeignKey(
         BusinessAccount, on_delete=models.PROTECT, related_name="phone_numbers"
     )
-    # Written in the admin, never shown back; never logged.
-    access_token = models.TextField()
+    # Written in the admin, never shown back; never logged. The attribute is a Secret:
+    # it prints as a mask, and only ``access_token.reveal()`` gives the token.
+    access_token = SecretField()
     rate_per_second = models.PositiveIntegerField(
         "rate (msg/s)",
         default=80,

@@ -29,6 +29,7 @@ from delivery.numbers import (
     phone_number_resume,
     phone_number_test_send,
 )
+from whatsblast.secrets import Secret
 
 SEND_TEST_PERMISSION = "campaigns.send_test_message"
 
@@ -77,12 +78,12 @@ class PhoneNumberAdminForm(forms.ModelForm):  # type: ignore[type-arg]
         # Not even as the "initial" value: nothing of the token reaches the page.
         self.initial.pop("access_token", None)
 
-    def clean_access_token(self) -> str:
+    def clean_access_token(self) -> Secret:
         token = str(self.cleaned_data.get("access_token") or "").strip()
         if token:
-            return token
+            return Secret(token)
         if self.instance.pk:
-            return str(self.instance.access_token)
+            return self.instance.access_token  # unchanged
         raise ValidationError("A new number needs its access token.")
 
     def clean_paused_until(self) -> Any:
@@ -112,6 +113,7 @@ class PhoneNumberAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     ordering = ("display_phone_number",)
     readonly_fields = (
         "tier",
+        "access_token_state",
         "effective_rate_shown",
         "pause_state",
         "quality_rating",
@@ -130,6 +132,30 @@ class PhoneNumberAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     )
     actions = ("resume_numbers",)
     change_form_template = "admin/campaigns/phonenumber/change_form.html"
+
+    def get_fieldsets(self, request: HttpRequest, obj: PhoneNumber | None = None) -> Any:
+        """Those who may change the number replace its token; the others see only that it
+        is set. Nobody, superusers included, is shown the token itself."""
+        fieldsets = super().get_fieldsets(request, obj)
+        if self.has_change_permission(request, obj) or obj is None:
+            return fieldsets
+        return [
+            (
+                name,
+                {
+                    **options,
+                    "fields": tuple(
+                        "access_token_state" if f == "access_token" else f
+                        for f in options["fields"]
+                    ),
+                },
+            )
+            for name, options in fieldsets
+        ]
+
+    @admin.display(description="access token")
+    def access_token_state(self, obj: PhoneNumber) -> str:
+        return "Set (never shown)." if obj.access_token else "Not set."
 
     @admin.display(description="tier", ordering="account__messaging_limit_tier")
     def tier(self, obj: PhoneNumber) -> str:
@@ -153,6 +179,8 @@ class PhoneNumberAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         if not obj.pk:
             return "-"
         state = phone_number_pause_state(phone_number=obj)
+        if state.bucket_seconds is None and not state.paused:
+            return "Unknown: the rate limiter (Redis) does not answer."
         if not state.paused:
             return "Sending."
         parts = []

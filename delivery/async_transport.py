@@ -27,6 +27,7 @@ from delivery.cloud_api import (
     ApiError,
     SendRequest,
     SendResult,
+    bearer,
     build_message_body,
     invalid_request,
     parse_response,
@@ -86,7 +87,7 @@ class AsyncTransport:
             return invalid_request(exc)
         url = f"{req.base_url.rstrip('/')}/{self.api_version}/{req.phone_number_id}/messages"
         headers = {
-            "Authorization": f"Bearer {req.access_token}",
+            "Authorization": bearer(req.access_token),
             "Content-Type": "application/json",
         }
         assert self._session is not None

@@ -24,17 +24,24 @@ import urllib3.exceptions
 from django.conf import settings
 from requests.adapters import HTTPAdapter
 
+from whatsblast.secrets import Secret
+
 # Pooled connections per host; also the ceiling of ``send_batch`` concurrency.
 DEFAULT_POOL_SIZE = 256
 MAX_CALLBACK_DATA = 512
 MAX_ERROR_TEXT = 1000
 
 
+def bearer(token: Secret | str) -> str:
+    """The ``Authorization`` header value: the one place a token is revealed."""
+    return f"Bearer {token.reveal() if isinstance(token, Secret) else token}"
+
+
 @dataclass(frozen=True)
 class SendRequest:
     base_url: str
     phone_number_id: str
-    access_token: str
+    access_token: Secret | str
     to: str
     callback_data: str
     template_name: str | None = None
@@ -382,7 +389,7 @@ class CloudApiClient:
         except (KeyError, TypeError, ValueError) as exc:
             return invalid_request(exc)
         headers = {
-            "Authorization": f"Bearer {req.access_token}",
+            "Authorization": bearer(req.access_token),
             "Content-Type": "application/json",
         }
         started = time.perf_counter()
@@ -422,7 +429,7 @@ class CloudApiClient:
         *,
         base_url: str,
         waba_id: str,
-        access_token: str,
+        access_token: Secret | str,
         after: str | None = None,
         limit: int = 100,
     ) -> TemplatePage | ApiError:
@@ -436,7 +443,7 @@ class CloudApiClient:
             response = self.session.get(
                 url,
                 params=query,
-                headers={"Authorization": f"Bearer {access_token}"},
+                headers={"Authorization": bearer(access_token)},
                 timeout=self.timeout,
             )
             body = response.content

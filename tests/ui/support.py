@@ -28,6 +28,16 @@ def role_user(role: str, username: str | None = None) -> Any:
     return user
 
 
+SUPERUSER = "superuser"
+
+
+def role_or_superuser(role: str) -> Any:
+    """A user of the role, or for ``SUPERUSER`` a superuser (the case that hides most)."""
+    if role == SUPERUSER:
+        return get_user_model().objects.create_superuser("root", password=PASSWORD)
+    return role_user(role)
+
+
 def dead_message(campaign: Campaign | None = None, **fields: Any) -> DeadLetter:
     """A message whose retries ran out, with its dead-letter entry, as the engine leaves them."""
     campaign = campaign or make_campaign(status="completed")

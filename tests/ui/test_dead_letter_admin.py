@@ -79,7 +79,7 @@ def test_the_detail_page_shows_the_message_its_request_and_every_attempt(
     assert f"/{number.phone_number_id}/messages" in html
     assert "&quot;biz_opaque_callback_data&quot;: &quot;wb:" in html
     assert "&quot;text&quot;: &quot;Ana&quot;" in html
-    assert number.access_token not in html
+    assert number.access_token.reveal() not in html
     assert html.count("Something went wrong") >= 3
     for attempt in (1, 2, 3):
         assert f"attempt {attempt} failed" in html
