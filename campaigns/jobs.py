@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.db import close_old_connections
 
+from whatsblast import queues
 from whatsblast.redis import get_redis
 
 # Meta allows 200 (5,000 for an active WABA) management calls an hour per WABA; a sync
@@ -36,7 +36,7 @@ def template_sync_schedule() -> bool:
         return False
     from delivery.dispatch import MAINTENANCE_QUEUE
 
-    django_rq.get_queue(MAINTENANCE_QUEUE).enqueue(template_sync_all_job)
+    queues.get_queue(MAINTENANCE_QUEUE).enqueue(template_sync_all_job)
     return True
 
 
@@ -54,4 +54,4 @@ def contacts_import_job(upload_id: int) -> dict[str, Any]:
 def contacts_import_enqueue(*, upload_id: int) -> None:
     from delivery.dispatch import MAINTENANCE_QUEUE
 
-    django_rq.get_queue(MAINTENANCE_QUEUE).enqueue(contacts_import_job, upload_id)
+    queues.get_queue(MAINTENANCE_QUEUE).enqueue(contacts_import_job, upload_id)

@@ -19,6 +19,7 @@ from campaigns.models import (
 )
 from campaigns.params import CONTACT_COLUMNS, mapped_fields, mapping_validate, params_sql
 from campaigns.window_schedule import launch_schedule
+from whatsblast import queues
 
 
 class LaunchError(ValueError):
@@ -143,7 +144,7 @@ def campaign_start(
             campaign.status = CampaignStatus.SCHEDULED
             campaign.scheduled_at = at
             campaign.save(update_fields=["status", "scheduled_at", "updated_at"])
-            transaction.on_commit(lambda: _schedule(campaign.pk, at))
+            queues.after_commit(lambda: _schedule(campaign.pk, at), what="scheduled launch")
             return _summary(campaign, already_started=False, now=now)
         hold = _insert_messages(campaign, now=now)
         campaign.status = CampaignStatus.RUNNING
@@ -154,7 +155,7 @@ def campaign_start(
         campaign.save(
             update_fields=["status", "status_reason", "started_at", "canary_state", "updated_at"]
         )
-        transaction.on_commit(lambda: _kick(campaign.pk))
+        queues.after_commit(lambda: _kick(campaign.pk), what="campaign senders")
         return _summary(campaign, already_started=False, now=now)
 
 

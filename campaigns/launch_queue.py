@@ -16,13 +16,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import django_rq
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from campaigns.launch import LaunchError, campaign_start, campaign_validate
 from campaigns.lifecycle import LifecycleError, campaign_resume
 from campaigns.models import Campaign, CampaignStatus
+from whatsblast import queues
 
 LAUNCH_QUEUED = "Launch queued"
 # A million recipients launch in about 75 s; leave room for a slow database.
@@ -58,10 +58,11 @@ def campaign_launch(
         Campaign.objects.filter(pk=campaign.pk, status=CampaignStatus.DRAFT).update(
             status_reason=reason[:500]
         )
-        transaction.on_commit(
-            lambda: django_rq.get_queue(MAINTENANCE_QUEUE).enqueue(
+        queues.after_commit(
+            lambda: queues.get_queue(MAINTENANCE_QUEUE).enqueue(
                 campaign_launch_job, campaign.pk, job_timeout=LAUNCH_JOB_TIMEOUT_S
-            )
+            ),
+            what="campaign launch",
         )
     campaign.status_reason = reason[:500]
     return "queued"

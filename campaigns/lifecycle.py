@@ -7,6 +7,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from campaigns.models import BusinessAccount, Campaign, CampaignStatus, Template
+from whatsblast import queues
 
 # Campaigns that are (or are about to be) sending: the ones a broken template or a
 # restricted account must stop.
@@ -70,7 +71,7 @@ def campaign_resume(*, campaign: Campaign) -> Campaign:
             locked.status = CampaignStatus.RUNNING
             locked.status_reason = ""
             locked.save(update_fields=["status", "status_reason", "updated_at"])
-            transaction.on_commit(lambda: _kick(locked.pk))
+            queues.after_commit(lambda: _kick(locked.pk), what="campaign senders")
     locked.refresh_from_db()
     return locked
 

@@ -16,6 +16,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+import redis
 from django.utils import timezone
 
 from campaigns.canary import canary_tally
@@ -48,22 +49,35 @@ def _cache_key(campaign_id: int) -> str:
 
 
 def campaign_live(*, campaign: Campaign, use_cache: bool = True) -> dict[str, Any]:
-    """Progress, funnel, failures, rate series and chart, replies, billing, ETA."""
+    """Progress, funnel, failures, rate series and chart, replies, billing, ETA.
+
+    Cached in Redis for a few seconds (many people polling one big campaign cost one build);
+    without Redis every poll builds its own answer.
+    """
     conn = get_redis()
     if use_cache:
-        cached = conn.get(_cache_key(campaign.pk))
+        try:
+            cached = conn.get(_cache_key(campaign.pk))
+        except redis.RedisError:
+            cached = None
         if cached is not None:
             return dict(json.loads(cached))
     started = time.monotonic()
     data = _build(campaign, timezone.now())
     keep_s = max(CACHE_SECONDS, CACHE_COST_FACTOR * (time.monotonic() - started))
-    conn.set(_cache_key(campaign.pk), json.dumps(data), px=int(keep_s * 1000))
+    try:
+        conn.set(_cache_key(campaign.pk), json.dumps(data), px=int(keep_s * 1000))
+    except redis.RedisError:
+        pass  # the next poll builds again
     return data
 
 
 def campaign_live_forget(*, campaign_id: int) -> None:
     """Drop the cached answer: after a pause or a retry the next poll shows it at once."""
-    get_redis().delete(_cache_key(campaign_id))
+    try:
+        get_redis().delete(_cache_key(campaign_id))
+    except redis.RedisError:
+        pass  # nothing cached can outlive the outage: a set would have failed too
 
 
 def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:

@@ -10,14 +10,21 @@ Counting per pair rather than per username keeps one guesser from locking everyo
 an account from elsewhere; counting per pair rather than per address keeps a shared
 office address usable by its other users. Behind a proxy REMOTE_ADDR is the proxy's
 address, so the throttle then counts per username.
+
+Without Redis the throttle **fails open**: logins are checked by password alone (Django's
+PBKDF2 hashing already costs a guesser a few hundred milliseconds per try), a warning is
+logged, and nobody is locked out of the admin they need to repair things. Failing closed
+would turn a Redis outage into an outage of every login.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.backends import ModelBackend
@@ -26,6 +33,8 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest
 
 from whatsblast.redis import get_redis
+
+logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "wb:login-fail"
 
@@ -41,32 +50,47 @@ def client_address(request: HttpRequest | None) -> str:
 
 
 def login_failure_record(*, username: str, address: str) -> int:
-    """Count one failure; return the pair's failures in the current window."""
+    """Count one failure; return the pair's failures in the current window (0: not counted)."""
     key = _key(username, address)
     window = settings.LOGIN_THROTTLE_WINDOW_SECONDS
-    pipe = get_redis().pipeline()
-    pipe.incr(key)
-    pipe.expire(key, window, nx=True)  # the window starts at the first failure
-    count = int(pipe.execute()[0])
-    if count == settings.LOGIN_THROTTLE_FAILURES:
-        get_redis().expire(key, window)  # locked for a full window from the last allowed try
+    try:
+        pipe = get_redis().pipeline()
+        pipe.incr(key)
+        pipe.expire(key, window, nx=True)  # the window starts at the first failure
+        count = int(pipe.execute()[0])
+        if count == settings.LOGIN_THROTTLE_FAILURES:
+            get_redis().expire(key, window)  # locked a full window from the last allowed try
+    except redis.RedisError as exc:
+        _unavailable(exc)
+        return 0
     return count
 
 
 def login_blocked_for(*, username: str, address: str) -> int:
-    """Seconds the pair stays refused; 0 when it may try."""
+    """Seconds the pair stays refused; 0 when it may try (or the throttle is unavailable)."""
     key = _key(username, address)
-    pipe = get_redis().pipeline()
-    pipe.get(key)
-    pipe.ttl(key)
-    count, ttl = pipe.execute()
+    try:
+        pipe = get_redis().pipeline()
+        pipe.get(key)
+        pipe.ttl(key)
+        count, ttl = pipe.execute()
+    except redis.RedisError as exc:
+        _unavailable(exc)
+        return 0
     if count is None or int(count) < settings.LOGIN_THROTTLE_FAILURES:
         return 0
     return max(int(ttl), 1)
 
 
 def login_failures_clear(*, username: str, address: str) -> None:
-    get_redis().delete(_key(username, address))
+    try:
+        get_redis().delete(_key(username, address))
+    except redis.RedisError as exc:
+        _unavailable(exc)
+
+
+def _unavailable(exc: redis.RedisError) -> None:
+    logger.warning("login throttle unavailable (%s): logins are checked by password only", exc)
 
 
 def _on_login_failed(

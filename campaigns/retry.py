@@ -26,6 +26,7 @@ from django.utils import timezone
 from campaigns.lifecycle import LifecycleError
 from campaigns.models import Campaign, CampaignStatus
 from delivery.outcomes import CODE_OUTCOMES, DOCUMENTED_WAITS, Outcome
+from whatsblast import queues
 
 _RETRYABLE_OUTCOMES = (
     Outcome.TRANSIENT,
@@ -118,7 +119,7 @@ def campaign_retry_failed(*, campaign: Campaign, actor: str = "") -> RetryReport
             locked.status_reason = ""
             locked.save(update_fields=["status", "completed_at", "status_reason", "updated_at"])
         if retried and locked.status == CampaignStatus.RUNNING:
-            transaction.on_commit(lambda: _kick(locked.pk))
+            queues.after_commit(lambda: _kick(locked.pk), what="campaign senders")
     return RetryReport(locked.pk, retried, locked.status)
 
 

@@ -36,6 +36,7 @@ from campaigns.importers import (
 )
 from campaigns.models import ContactList, ContactUpload, ContactUploadStatus
 from campaigns.xlsx_head import xlsx_head
+from whatsblast import queues
 
 logger = logging.getLogger(__name__)
 
@@ -236,7 +237,9 @@ def contact_upload_queue(
         upload.save()
         from campaigns.jobs import contacts_import_enqueue
 
-        transaction.on_commit(lambda: contacts_import_enqueue(upload_id=upload.pk))
+        queues.after_commit(
+            lambda: contacts_import_enqueue(upload_id=upload.pk), what="contact import"
+        )
     return upload
 
 

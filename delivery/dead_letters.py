@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
@@ -24,6 +23,7 @@ from django.utils import timezone
 
 from delivery.cloud_api import SendRequest, build_message_body
 from delivery.models import DeadLetter, Message, MessageKind
+from whatsblast import queues
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,9 @@ def dead_letter_requeue(
         decision.done = len(entry_ids)
         decision.transactional_queued = len(transactional_ids)
         decision.campaigns_kicked = running
-        transaction.on_commit(lambda: _dispatch(running, transactional_ids))
+        queues.after_commit(
+            lambda: _dispatch(running, transactional_ids), what="requeued dead letters"
+        )
     logger.info("%s requeued %s dead letter(s)", _username(user), decision.done)
     return decision
 
@@ -228,7 +230,7 @@ def _dispatch(campaign_ids: list[int], transactional_ids: list[int]) -> None:
     # once-per-attempt mark for attempt 0 still stands for minutes after the original
     # send, and would swallow this fresh one. A duplicate job is harmless: the send claims
     # its row first.
-    queue = django_rq.get_queue(dispatch.TRANSACTIONAL_QUEUE)
+    queue = queues.get_queue(dispatch.TRANSACTIONAL_QUEUE)
     for message_id in transactional_ids:
         queue.enqueue(transactional_send_job, message_id)
 

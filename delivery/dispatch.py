@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-import django_rq
 from django.conf import settings
 
 from delivery import slots
+from whatsblast import queues
 from whatsblast.redis import get_redis
 
 CAMPAIGNS_QUEUE = "campaigns"
@@ -36,7 +36,7 @@ def campaign_kick(*, campaign_id: int) -> int:
         rate_per_second=campaign.phone_number.rate_per_second,
         reserve=campaign.phone_number.transactional_reserve,
     )
-    queue = django_rq.get_queue(CAMPAIGNS_QUEUE)
+    queue = queues.get_queue(CAMPAIGNS_QUEUE)
     started = 0
     for slot, held in enumerate(slots.slots_held(campaign_id, count)):
         if held:
@@ -52,7 +52,7 @@ def campaign_kick(*, campaign_id: int) -> int:
 def campaign_continue(*, campaign_id: int, slot: int, token: str) -> None:
     from delivery.jobs import campaign_send_job
 
-    django_rq.get_queue(CAMPAIGNS_QUEUE).enqueue(campaign_send_job, campaign_id, slot, token)
+    queues.get_queue(CAMPAIGNS_QUEUE).enqueue(campaign_send_job, campaign_id, slot, token)
 
 
 def campaign_schedule(*, campaign_id: int, at: datetime) -> None:
@@ -63,7 +63,7 @@ def campaign_schedule(*, campaign_id: int, at: datetime) -> None:
     """
     from delivery.jobs import campaign_start_job
 
-    django_rq.get_queue(MAINTENANCE_QUEUE).enqueue_at(at, campaign_start_job, campaign_id)
+    queues.get_queue(MAINTENANCE_QUEUE).enqueue_at(at, campaign_start_job, campaign_id)
 
 
 def transactional_enqueue(*, message_id: int, attempt: int) -> bool:
@@ -72,10 +72,10 @@ def transactional_enqueue(*, message_id: int, attempt: int) -> bool:
 
     if not get_redis().set(f"wb:txn-queued:{message_id}:{attempt}", 1, nx=True, ex=300):
         return False
-    django_rq.get_queue(TRANSACTIONAL_QUEUE).enqueue(transactional_send_job, message_id)
+    queues.get_queue(TRANSACTIONAL_QUEUE).enqueue(transactional_send_job, message_id)
     return True
 
 
 def transactional_waiting() -> bool:
     """True when transactional jobs wait: campaign senders step aside for them."""
-    return bool(django_rq.get_queue(TRANSACTIONAL_QUEUE).count)
+    return bool(queues.get_queue(TRANSACTIONAL_QUEUE).count)

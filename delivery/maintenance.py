@@ -13,6 +13,7 @@ from campaigns.models import Campaign, CampaignStatus
 from delivery import dispatch
 from delivery.claim import due_transactional_ids
 from delivery.reconcile import reconcile
+from whatsblast import queues
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,6 @@ def _start_due_schedules() -> int:
     Launching runs in its own job, not in this tick: a million recipients take longer
     than a tick may run.
     """
-    import django_rq
 
     from delivery.jobs import campaign_start_job
     from whatsblast.redis import get_redis
@@ -83,7 +83,7 @@ def _start_due_schedules() -> int:
     ).values_list("pk", flat=True)
     for campaign_id in due:
         if get_redis().set(f"wb:launch-queued:{campaign_id}", 1, nx=True, ex=600):
-            django_rq.get_queue(dispatch.MAINTENANCE_QUEUE).enqueue(
+            queues.get_queue(dispatch.MAINTENANCE_QUEUE).enqueue(
                 campaign_start_job, campaign_id, job_timeout=1800
             )
             queued += 1

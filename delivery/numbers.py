@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import redis
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
@@ -38,19 +39,24 @@ class PauseState:
     until: datetime | None
     reason: str
     # Seconds the shared token bucket still refuses sends (an operator's pause or a
-    # throttling back-off); 0 when it sends.
-    bucket_seconds: float
+    # throttling back-off); 0 when it sends; None when Redis cannot be asked.
+    bucket_seconds: float | None
 
     @property
     def paused(self) -> bool:
-        return self.bucket_seconds > 0 or (self.until is not None and self.until > timezone.now())
+        held = self.bucket_seconds is not None and self.bucket_seconds > 0
+        return held or (self.until is not None and self.until > timezone.now())
 
 
 def phone_number_pause_state(*, phone_number: PhoneNumber) -> PauseState:
+    try:
+        bucket_seconds: float | None = number_bucket(phone_number).paused_for()
+    except redis.RedisError:
+        bucket_seconds = None
     return PauseState(
         until=phone_number.paused_until,
         reason=phone_number.paused_reason,
-        bucket_seconds=number_bucket(phone_number).paused_for(),
+        bucket_seconds=bucket_seconds,
     )
 
 

@@ -16,6 +16,7 @@ from delivery.ratelimit import TrafficClass
 from delivery.recording import settlements_record
 from delivery.sender import number_bucket
 from delivery.settle import Effects, RetryPolicy, settle
+from whatsblast import queues
 from whatsblast.observability.metrics import SendMeter
 
 # Stale quickly: an OTP retried after minutes is useless, so few and short retries.
@@ -87,13 +88,9 @@ def transactional_send(*, message_id: int) -> str:
 
         adaptive.rate_throttled(bucket=bucket)
     if settlement.status == MessageStatus.PENDING and settlement.next_attempt_at is not None:
-        import django_rq
-
         from delivery.dispatch import TRANSACTIONAL_QUEUE
         from delivery.jobs import transactional_send_job
 
         delay = max(timedelta(0), settlement.next_attempt_at - timezone.now())
-        django_rq.get_queue(TRANSACTIONAL_QUEUE).enqueue_in(
-            delay, transactional_send_job, message_id
-        )
+        queues.get_queue(TRANSACTIONAL_QUEUE).enqueue_in(delay, transactional_send_job, message_id)
     return settlement.status

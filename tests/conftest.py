@@ -6,11 +6,14 @@ test so no token bucket or queue leaks from one test into the next.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
+from whatsblast.observability.metrics import writes_resume
 from whatsblast.redis import get_redis
 
 
@@ -20,6 +23,25 @@ def redis_conn() -> Iterator[redis.Redis]:
     conn.flushdb()
     yield conn
     conn.flushdb()
+
+
+@pytest.fixture
+def stopped_redis(settings: Any) -> Iterator[str]:
+    """REDIS_URL pointing at a real Redis that started, answered, and was then shut down.
+
+    Everything in the process that reaches Redis through ``get_redis`` (the engine, RQ
+    queues, the login throttle, metrics) meets a stopped server from here on.
+    """
+    from tests.faults.services import PrivateRedis, short_tmpdir
+
+    directory = short_tmpdir("wbr-")
+    server = PrivateRedis(directory).start()
+    settings.REDIS_URL = server.url
+    assert get_redis().ping()
+    server.stop()
+    yield server.url
+    writes_resume()  # metrics paused their writes on the errors; the next test starts fresh
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 # The Cloud API simulator fixtures (`simulator`, `webhook_receiver`).

@@ -6,12 +6,12 @@ import hashlib
 import logging
 from collections.abc import Sequence
 
-import django_rq
 import redis
 from django.conf import settings
 from django.db import connection, transaction
 
 from webhooks.models import WebhookEvent, WebhookEventStatus
+from whatsblast import queues
 from whatsblast.redis import get_redis
 
 logger = logging.getLogger(__name__)
@@ -65,7 +65,7 @@ def applier_schedule() -> bool:
         fresh = get_redis().set(DEBOUNCE_KEY, b"1", nx=True, px=settings.WEBHOOK_APPLY_DEBOUNCE_MS)
         if not fresh:
             return False
-        django_rq.get_queue(APPLY_QUEUE).enqueue(APPLY_JOB)
+        queues.get_queue(APPLY_QUEUE).enqueue(APPLY_JOB)
     except redis.RedisError as exc:
         logger.warning("webhook applier not scheduled (%s); the sweep will apply", exc)
         return False

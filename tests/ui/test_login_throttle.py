@@ -91,3 +91,19 @@ def test_the_backend_refuses_a_throttled_pair_on_any_login_path(
     assert authenticate(request, username="ana", password="right-horse-battery") is None
     other = rf.post("/", REMOTE_ADDR="203.0.113.10")
     assert authenticate(other, username="ana", password="right-horse-battery") == staff_user
+
+
+def test_with_redis_stopped_a_wrong_password_is_refused_and_the_right_one_logs_in(
+    staff_user: Any, stopped_redis: str, caplog: Any
+) -> None:
+    """The throttle fails open: a Redis outage never becomes an outage of every login."""
+    client = Client(REMOTE_ADDR="203.0.113.7")
+
+    wrong = attempt(client, "guess")
+
+    assert wrong.status_code == 200
+    assert "Please enter the correct username and password" in wrong.content.decode()
+    assert "login throttle unavailable" in caplog.text
+    right = attempt(client, "right-horse-battery")
+    assert right.status_code == 302
+    assert logged_in(client)

@@ -12,12 +12,12 @@ import signal
 import time
 from typing import Any
 
-import django_rq
 from django.core.management.base import BaseCommand, CommandParser
 from redis.exceptions import RedisError
 
 from delivery.dispatch import MAINTENANCE_QUEUE
 from delivery.jobs import maintenance_tick_job
+from whatsblast import queues
 from whatsblast.redis import get_redis
 
 
@@ -46,7 +46,7 @@ class Command(BaseCommand):
         while running:
             try:
                 if get_redis().set("wb:tick", 1, nx=True, px=int(every * 1000)):
-                    django_rq.get_queue(MAINTENANCE_QUEUE).enqueue(
+                    queues.get_queue(MAINTENANCE_QUEUE).enqueue(
                         maintenance_tick_job, job_timeout=max(60, int(every * 10))
                     )
             except RedisError as exc:
