@@ -41,11 +41,11 @@ from django.db.models import Count  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from campaigns.models import BusinessAccount, PhoneNumber  # noqa: E402
+from delivery.messages import CURRENT_RANK  # noqa: E402
 from delivery.models import Message  # noqa: E402
 from webhooks.applier import events_drain  # noqa: E402
 from webhooks.models import WebhookEvent  # noqa: E402
 from webhooks.payloads import body_parse  # noqa: E402
-from webhooks.statuses import CURRENT_RANK  # noqa: E402
 
 KINDS = ("sent", "delivered", "read")
 

@@ -34,6 +34,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, CanaryState
+from delivery.messages import held_release
 
 logger = logging.getLogger(__name__)
 
@@ -269,24 +270,9 @@ def canary_evaluate(
 
 # --- release -----------------------------------------------------------------------------------
 
-# Held rows back to due, a batch at a time. SKIP LOCKED: a cancel running at the same time
-# keeps its rows. The partial pending index serves the inner SELECT (held rows sort last).
-_RELEASE_SQL = """
-UPDATE delivery_message AS m
-   SET next_attempt_at = now()
- WHERE m.id IN (SELECT id FROM delivery_message
-                 WHERE campaign_id = %(id)s AND status = 'pending'
-                   AND next_attempt_at >= %(hold)s
-                 LIMIT %(limit)s
-                   FOR UPDATE SKIP LOCKED)
-"""
-
-
 def canary_release(*, campaign_id: int, limit: int = RELEASE_BATCH) -> int:
     """Make up to ``limit`` held rows of the campaign due now; return how many."""
-    with connection.cursor() as cursor:
-        cursor.execute(_RELEASE_SQL, {"id": campaign_id, "hold": HOLD_AT, "limit": limit})
-        return int(cursor.rowcount)
+    return held_release(campaign_id=campaign_id, hold_at=HOLD_AT, limit=limit)
 
 
 @dataclass

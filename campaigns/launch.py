@@ -19,6 +19,7 @@ from campaigns.models import (
 )
 from campaigns.params import CONTACT_COLUMNS, mapped_fields, mapping_validate, params_sql
 from campaigns.window_schedule import launch_schedule
+from delivery.messages import campaign_messages_create
 from whatsblast import queues
 
 
@@ -40,38 +41,6 @@ class LaunchSummary:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-
-# One row per distinct phone across the campaign's lists (a contact in two lists is one
-# recipient). Opted-out contacts, and marketing templates to US numbers (Meta does not
-# deliver those), become `skipped` rows so the campaign's report accounts for everyone.
-# ON CONFLICT on the (campaign, to) unique index makes a second launch a no-op.
-#
-# The first next_attempt_at is now(), or for a campaign with a send window each row's
-# zone's next opening (see campaigns.window_schedule): the zone comes from equality joins
-# on the contact's phone prefix and attributes, the opening from a small per-zone table
-# computed in Python, so the statement stays one set-based INSERT.
-_INSERT_MESSAGES_SQL = """
-INSERT INTO delivery_message
-       (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
-        status, skip_reason, attempt, pair_limit_hits, next_attempt_at, wa_id,
-        last_error_title, last_error_details, error_history, created_at,
-        conversation_id, pricing_category, request_sha256)
-SELECT 'campaign', %(campaign_id)s, c.id, %(phone_number_id)s, %(template_id)s, c.phone,
-       {params_expr}, '',
-       CASE WHEN c.opted_out_at IS NOT NULL THEN 'skipped'
-            WHEN %(us_blocked)s AND c.phone LIKE '+1%%' THEN 'skipped'
-            ELSE 'pending' END,
-       CASE WHEN c.opted_out_at IS NOT NULL THEN 'opted out'
-            WHEN %(us_blocked)s AND c.phone LIKE '+1%%'
-                 THEN 'marketing templates are not delivered to US numbers'
-            ELSE '' END,
-       0, 0, {next_attempt_expr}, '', '', '', '[]'::jsonb, now(), '', '', ''
-  FROM campaigns_contact AS c
-  {schedule_joins}
- WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
-                 WHERE contact_list_id = ANY(%(list_ids)s))
-ON CONFLICT DO NOTHING
-"""
 
 # Contacts that would be sent to but lack a mapped field: refused before launch, so a
 # typo in the mapping costs an error message, not a million failed sends.
@@ -170,28 +139,29 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     for index, value in enumerate(params_args):
         params_expr = params_expr.replace("%s", f"%(p{index})s", 1)
         named[f"p{index}"] = value
+    # The first next_attempt_at is now(), or for a campaign with a send window each row's
+    # zone's next opening (see campaigns.window_schedule): the zone comes from equality
+    # joins on the contact's phone prefix and attributes, the opening from a small per-zone
+    # table computed in Python, so the launch stays one set-based INSERT.
     schedule = launch_schedule(campaign=campaign, now=now)
     hold = canary_hold(campaign=campaign, list_ids=list_ids, us_blocked=us_blocked)
-    sql = _INSERT_MESSAGES_SQL.format(
+    with connection.cursor() as cursor:
+        schedule.load(cursor)
+    campaign_messages_create(
         params_expr=params_expr,
         schedule_joins=schedule.joins,
         next_attempt_expr=hold.wrap(schedule.next_attempt_expr),
+        args={
+            "campaign_id": campaign.pk,
+            "phone_number_id": campaign.phone_number_id,
+            "template_id": template.pk,
+            "us_blocked": us_blocked,
+            "list_ids": list_ids,
+            **named,
+            **schedule.params,
+            **hold.params,
+        },
     )
-    with connection.cursor() as cursor:
-        schedule.load(cursor)
-        cursor.execute(
-            sql,
-            {
-                "campaign_id": campaign.pk,
-                "phone_number_id": campaign.phone_number_id,
-                "template_id": template.pk,
-                "us_blocked": us_blocked,
-                "list_ids": list_ids,
-                **named,
-                **schedule.params,
-                **hold.params,
-            },
-        )
     return hold
 
 

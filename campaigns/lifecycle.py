@@ -7,6 +7,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from campaigns.models import BusinessAccount, Campaign, CampaignStatus, Template
+from delivery.messages import campaign_pending_cancel
 from whatsblast import queues
 
 # Campaigns that are (or are about to be) sending: the ones a broken template or a
@@ -90,13 +91,7 @@ def campaign_cancel(*, campaign: Campaign, reason: str = "cancelled by user") ->
         locked.status_reason = reason[:500]
         locked.completed_at = timezone.now()
         locked.save(update_fields=["status", "status_reason", "completed_at", "updated_at"])
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE delivery_message SET status = 'cancelled' "
-                "WHERE campaign_id = %s AND status = 'pending'",
-                [locked.pk],
-            )
-            return cursor.rowcount
+        return campaign_pending_cancel(campaign_id=locked.pk)
 
 
 # A campaign is done when none of its rows can still move on their own.

@@ -17,14 +17,14 @@ discards those (``delivery`` dead letters) with an audit trail.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from campaigns.lifecycle import LifecycleError
 from campaigns.models import Campaign, CampaignStatus
+from delivery.messages import campaign_failed_retry, campaign_failed_retryable_count
 from delivery.outcomes import CODE_OUTCOMES, DOCUMENTED_WAITS, Outcome
 from whatsblast import queues
 
@@ -41,35 +41,6 @@ RETRYABLE_CODES: tuple[int, ...] = tuple(
 USER_CAP_CODE = 131049
 USER_CAP_WAIT_S = DOCUMENTED_WAITS[USER_CAP_CODE]
 
-# A fresh attempt: attempt counters back to zero, the last send's identity and times
-# cleared (its wamid, so the new send records its own), the history kept and extended.
-# The (campaign, status) index finds the failed rows; the contact check drops anyone who
-# opted out since.
-_RETRY_SQL = """
-UPDATE delivery_message AS m
-   SET status = 'pending', attempt = 0, pair_limit_hits = 0, claimed_at = NULL,
-       next_attempt_at = CASE
-           WHEN m.last_error_code = %(user_cap_code)s
-           THEN greatest(now(), m.failed_at + make_interval(secs => %(user_cap_wait)s))
-           ELSE now() END,
-       wamid = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL, failed_at = NULL,
-       error_history = m.error_history || jsonb_build_array(%(entry)s::jsonb)
- WHERE m.campaign_id = %(campaign_id)s AND m.status = 'failed'
-   AND (m.last_error_code IS NULL OR m.last_error_code = ANY(%(codes)s))
-   AND NOT EXISTS (SELECT 1 FROM campaigns_contact c
-                    WHERE c.id = m.contact_id AND c.opted_out_at IS NOT NULL)
-"""
-
-# The same rows as _RETRY_SQL, counted.
-_COUNT_SQL = """
-SELECT count(*) FROM delivery_message AS m
- WHERE m.campaign_id = %(campaign_id)s AND m.status = 'failed'
-   AND (m.last_error_code IS NULL OR m.last_error_code = ANY(%(codes)s))
-   AND NOT EXISTS (SELECT 1 FROM campaigns_contact c
-                    WHERE c.id = m.contact_id AND c.opted_out_at IS NOT NULL)
-"""
-
-
 @dataclass(frozen=True)
 class RetryReport:
     campaign_id: int
@@ -79,9 +50,7 @@ class RetryReport:
 
 def campaign_retryable_count(*, campaign: Campaign) -> int:
     """Failed rows ``campaign_retry_failed`` would retry now."""
-    with connection.cursor() as cursor:
-        cursor.execute(_COUNT_SQL, {"campaign_id": campaign.pk, "codes": list(RETRYABLE_CODES)})
-        return int(cursor.fetchone()[0])
+    return campaign_failed_retryable_count(campaign_id=campaign.pk, codes=RETRYABLE_CODES)
 
 
 def campaign_retry_failed(*, campaign: Campaign, actor: str = "") -> RetryReport:
@@ -90,9 +59,7 @@ def campaign_retry_failed(*, campaign: Campaign, actor: str = "") -> RetryReport
     A paused campaign keeps its retried rows pending until it is resumed; a draft,
     scheduled or cancelled campaign has nothing to retry (``LifecycleError``).
     """
-    entry = json.dumps(
-        {"at": timezone.now().isoformat(), "outcome": "retry requested", "by": actor}
-    )
+    entry = {"at": timezone.now().isoformat(), "outcome": "retry requested", "by": actor}
     with transaction.atomic():
         locked = Campaign.objects.select_for_update().get(pk=campaign.pk)
         if locked.status not in (
@@ -101,18 +68,13 @@ def campaign_retry_failed(*, campaign: Campaign, actor: str = "") -> RetryReport
             CampaignStatus.COMPLETED,
         ):
             raise LifecycleError(f"campaign {locked.pk} is {locked.status}: nothing to retry")
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _RETRY_SQL,
-                {
-                    "campaign_id": locked.pk,
-                    "codes": list(RETRYABLE_CODES),
-                    "user_cap_code": USER_CAP_CODE,
-                    "user_cap_wait": USER_CAP_WAIT_S,
-                    "entry": entry,
-                },
-            )
-            retried = cursor.rowcount
+        retried = campaign_failed_retry(
+            campaign_id=locked.pk,
+            codes=RETRYABLE_CODES,
+            user_cap_code=USER_CAP_CODE,
+            user_cap_wait_s=USER_CAP_WAIT_S,
+            entry=entry,
+        )
         if retried and locked.status == CampaignStatus.COMPLETED:
             locked.status = CampaignStatus.RUNNING
             locked.completed_at = None

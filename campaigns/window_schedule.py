@@ -34,6 +34,7 @@ from campaigns.zones import (
     zone_tables_load,
     zone_valid,
 )
+from delivery.messages import release_messages
 
 if TYPE_CHECKING:
     from django.db.backends.utils import CursorWrapper
@@ -128,16 +129,6 @@ class Claimed(Protocol):
 ClaimedT = TypeVar("ClaimedT", bound=Claimed)
 
 
-# Rows claimed outside their window go back untouched (no attempt spent), due at the
-# opening. The status guard leaves alone a row something else already moved.
-_HOLD_SQL = """
-UPDATE delivery_message AS m
-   SET status = 'pending', claimed_at = NULL, next_attempt_at = u.at
-  FROM unnest(%s::bigint[], %s::timestamptz[]) AS u(id, at)
- WHERE m.id = u.id AND m.status = 'sending'
-"""
-
-
 class WindowGuard:
     """Keeps a windowed campaign's sends inside each recipient's window."""
 
@@ -175,8 +166,8 @@ class WindowGuard:
                 held_ids.append(row.id)
                 held_at.append(openings[zone])
         if held_ids:
-            with connection.cursor() as cursor:
-                cursor.execute(_HOLD_SQL, [held_ids, held_at])
+            # Back untouched (no attempt spent), due at the opening.
+            release_messages(ids=held_ids, at=held_at)
             self.held += len(held_ids)
         return admitted
 

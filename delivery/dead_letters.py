@@ -8,7 +8,6 @@ already requeued or discarded are skipped, not decided twice, and every decision
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from delivery.cloud_api import SendRequest, build_message_body
+from delivery.messages import dead_requeue
 from delivery.models import DeadLetter, Message, MessageKind
 from whatsblast import queues
 
@@ -52,17 +52,6 @@ _RESOLVE_SQL = """
 UPDATE delivery_deadletter
    SET status = %(status)s, resolved_at = now(), resolved_by_id = %(user_id)s, note = %(note)s
  WHERE id = ANY(%(ids)s)
-"""
-
-# Fresh attempts: back to pending, due now, attempt counter reset so the campaign's (or the
-# transactional policy's) full retry budget applies again. The history keeps the earlier
-# attempts and records the requeue, so the message page tells the whole story.
-_MESSAGES_REQUEUE_SQL = """
-UPDATE delivery_message
-   SET status = 'pending', attempt = 0, pair_limit_hits = 0, next_attempt_at = now(),
-       claimed_at = NULL,
-       error_history = error_history || jsonb_build_array(%(entry)s::jsonb)
- WHERE id = ANY(%(ids)s) AND status = 'dead'
 """
 
 # A completed campaign no longer has a sender; its requeued rows need it running again.
@@ -137,9 +126,7 @@ def dead_letter_requeue(
             "outcome": "requeued by support",
             "title": f"requeued by {_username(user)}" + (f": {note}" if note else ""),
         }
-        cursor.execute(
-            _MESSAGES_REQUEUE_SQL, {"ids": [r[1] for r in live], "entry": json.dumps(entry)}
-        )
+        dead_requeue(ids=[r[1] for r in live], entry=entry)
         cursor.execute(_CAMPAIGNS_REOPEN_SQL, [campaign_ids])
         # Paused campaigns are not kicked: their rows wait for the resume.
         running = [c for c in campaign_ids if campaign_status[c] in ("running", "completed")]

@@ -11,7 +11,7 @@ from campaigns.canary import canaries_check
 from campaigns.jobs import template_sync_schedule
 from campaigns.models import Campaign, CampaignStatus
 from delivery import dispatch
-from delivery.claim import due_transactional_ids
+from delivery.messages import due_transactional
 from delivery.reconcile import reconcile
 from whatsblast import queues
 
@@ -41,7 +41,7 @@ def maintenance_tick() -> dict[str, Any]:
         kicked += dispatch.campaign_kick(campaign_id=campaign.pk)
     requeued = sum(
         dispatch.transactional_enqueue(message_id=message_id, attempt=attempt)
-        for message_id, attempt in due_transactional_ids_with_attempt()
+        for message_id, attempt in due_transactional()
     )
     applied = _apply_webhooks()
     # The template catalogue, at most once per TEMPLATE_SYNC_INTERVAL_SECONDS.
@@ -58,13 +58,6 @@ def maintenance_tick() -> dict[str, Any]:
         "webhooks": applied,
         "templates_sync_queued": templates_sync_queued,
     }
-
-
-def due_transactional_ids_with_attempt() -> list[tuple[int, int]]:
-    from delivery.models import Message
-
-    ids = due_transactional_ids()
-    return list(Message.objects.filter(pk__in=ids).values_list("pk", "attempt"))
 
 
 def _start_due_schedules() -> int:

@@ -22,19 +22,23 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus
 from campaigns.window_schedule import WindowGuard
 from delivery import adaptive
-from delivery.claim import ClaimedMessage, claim_campaign_batch, release_messages
 from delivery.cloud_api import Accepted, CloudApiClient, SendRequest, SendResult, get_client
+from delivery.messages import (
+    ClaimedMessage,
+    Settlement,
+    claim_campaign_batch,
+    release_messages,
+    settlements_record,
+)
 from delivery.outcomes import classify
 from delivery.ratelimit import TokenBucket, TrafficClass
 from delivery.reach import reach_admit, reach_from_table
-from delivery.recording import settlements_record
-from delivery.settle import Effects, RetryPolicy, Settlement, settle
+from delivery.settle import Effects, RetryPolicy, settle
 from whatsblast.observability.metrics import SendMeter
 
 logger = logging.getLogger(__name__)
@@ -286,13 +290,8 @@ class CampaignSlotSender:
         refused = set(admission.refused)
         held = [m for m in rows if m.to in refused]
         until = timezone.now() + timedelta(seconds=max(1.0, admission.room_frees_in_s))
-        with connection.cursor() as cursor:
-            # Waiting is not failing: the rows go back to pending for when room frees.
-            cursor.execute(
-                "UPDATE delivery_message SET status = 'pending', claimed_at = NULL, "
-                "next_attempt_at = %s WHERE id = ANY(%s) AND status = 'sending'",
-                [until, [m.id for m in held]],
-            )
+        # Waiting is not failing: the rows go back to pending for when room frees.
+        release_messages(ids=[m.id for m in held], at=until)
         Campaign.objects.filter(pk=self.campaign.pk).update(
             status_reason=(
                 f"Waiting for the messaging limit ({self.number.account.messaging_limit_tier})"

@@ -12,25 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from delivery.backoff import USER_CAP_WAIT_S, backoff_delay, pair_limit_delay
-from delivery.claim import ClaimedMessage
 from delivery.cloud_api import Accepted, ApiError, SendResult
+from delivery.messages import ClaimedMessage, Settlement
 from delivery.models import MessageStatus
 from delivery.outcomes import Outcome
-
-
-@dataclass(frozen=True)
-class Settlement:
-    message_id: int
-    status: str
-    attempt: int
-    pair_limit_hits: int
-    next_attempt_at: datetime | None = None
-    wamid: str | None = None
-    wa_id: str | None = None
-    error_code: int | None = None
-    error_title: str | None = None
-    error_details: str | None = None
-    history_entry: dict[str, Any] | None = None
 
 
 @dataclass

@@ -8,12 +8,11 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from delivery.claim import claim_message, release_messages
 from delivery.cloud_api import SendRequest, get_client
+from delivery.messages import claim_message, settlements_record, transactional_fail
 from delivery.models import Message, MessageStatus
 from delivery.outcomes import classify
 from delivery.ratelimit import TrafficClass
-from delivery.recording import settlements_record
 from delivery.sender import number_bucket
 from delivery.settle import Effects, RetryPolicy, settle
 from whatsblast import queues
@@ -75,12 +74,7 @@ def transactional_send(*, message_id: int) -> str:
     if settlement is None:
         # A broken configuration (bad token, missing template): fail now rather than
         # hold an OTP until someone repairs the number.
-        release_messages(ids=[claimed.id])
-        Message.objects.filter(pk=claimed.id).update(
-            status=MessageStatus.FAILED,
-            failed_at=timezone.now(),
-            last_error_title=(effects.campaign_broken_reason or "")[:500],
-        )
+        transactional_fail(message_id=claimed.id, reason=effects.campaign_broken_reason or "")
         return MessageStatus.FAILED
     settlements_record([settlement], opted_out_contact_ids=effects.opted_out_contact_ids)
     if effects.throttled:

@@ -19,12 +19,13 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
+from delivery.messages import status_updates_apply
 from webhooks.account_events import account_changes_apply, template_changes_apply
 from webhooks.inbound import inbound_store
 from webhooks.models import AsyncError, UnmatchedStatus, WebhookEvent, WebhookEventStatus
 from webhooks.payloads import ParsedBody, PayloadRejected, StatusUpdate, body_parse, json_clean
 from webhooks.services import applier_debounce_clear, applier_schedule
-from webhooks.statuses import message_updates_write, statuses_reduce, statuses_resolve
+from webhooks.statuses import statuses_reduce, statuses_resolve
 from webhooks.unmatched import Retry, unmatched_due_lock, unmatched_settle, unmatched_store
 from whatsblast.observability import metrics
 
@@ -158,7 +159,7 @@ def _statuses_apply(
         items.append((replace(status, timestamp=status.timestamp or now), None, retry.row_id))
     report.statuses = sum(1 for _, _, row_id in items if row_id is None)
     resolution = statuses_resolve([status for status, _, _ in items])
-    report.messages_updated = message_updates_write(statuses_reduce(resolution.matched))
+    report.messages_updated = status_updates_apply(statuses_reduce(resolution.matched))
     missed = set(resolution.unmatched)
     new_unmatched = [(items[i][0], items[i][1]) for i in missed if items[i][2] is None]
     matched_rows = [row for i, (_, _, row) in enumerate(items) if row and i not in missed]

@@ -12,8 +12,9 @@ from datetime import datetime
 from django.conf import settings
 from django.db import connection
 
+from campaigns.audience.opt_outs import contacts_opt_out
 from campaigns.models import Contact, PhoneNumber
-from delivery.models import Message, MessageKind, MessageStatus
+from delivery.messages import campaign_pending_skip_for_contacts
 from webhooks.models import InboundMessage
 from webhooks.payloads import Inbound, json_clean
 
@@ -178,10 +179,8 @@ def _contacts_opt_out(
     ]
     if not ids:
         return 0
-    opted = Contact.objects.filter(id__in=ids, opted_out_at__isnull=True).update(opted_out_at=now)
-    skipped = Message.objects.filter(
-        contact_id__in=ids, status=MessageStatus.PENDING, kind=MessageKind.CAMPAIGN
-    ).update(status=MessageStatus.SKIPPED, skip_reason=OPT_OUT_SKIP_REASON)
+    opted = contacts_opt_out(contact_ids=ids, at=now)
+    skipped = campaign_pending_skip_for_contacts(contact_ids=ids, reason=OPT_OUT_SKIP_REASON)
     if opted:
         logger.info("%s contacts opted out by reply; %s pending messages skipped", opted, skipped)
     return opted

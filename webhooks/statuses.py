@@ -13,37 +13,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from django.db import connection
-
-from delivery.models import OPEN_STATUSES, STATUS_RANK
+from delivery.messages import APPLIED_STATUSES, MessageUpdate, statuses_lock
+from delivery.models import STATUS_RANK
 from webhooks.payloads import StatusUpdate
-
-# Rank of a message's current state. Open states (pending, sending, unknown) rank below
-# `sent`: any callback is evidence the send went out, which settles an ambiguous send.
-# States absent here (dead, skipped, cancelled) are final and never moved by a callback.
-CURRENT_RANK: dict[str, int] = {**{s: 0 for s in OPEN_STATUSES}, **STATUS_RANK}
-# Statuses a callback can move a message to; `played` (voice) and anything unknown are
-# counted in the event's summary but change nothing.
-APPLIED_STATUSES = frozenset(s for s, rank in STATUS_RANK.items() if rank > 0)
-
-
-@dataclass(frozen=True)
-class MessageUpdate:
-    """Everything a batch learned about one message."""
-
-    message_id: int
-    status: str | None  # the highest-ranked status received; None if none applies
-    wamid: str | None  # to record when the row has none (matched by callback data)
-    sent_at: datetime | None
-    delivered_at: datetime | None
-    read_at: datetime | None
-    failed_at: datetime | None
-    error_code: int | None
-    error_title: str | None
-    error_details: str | None
-    conversation_id: str | None
-    pricing_category: str | None
-    billable: bool | None
 
 
 @dataclass(frozen=True)
@@ -64,17 +36,7 @@ def statuses_resolve(statuses: Sequence[StatusUpdate]) -> Resolution:
         return Resolution([], [])
     ids = sorted({s.message_id for s in statuses if s.message_id is not None})
     wamids = sorted({s.wamid for s in statuses})
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT id, wamid FROM delivery_message
-            WHERE id = ANY(%s::bigint[]) OR wamid = ANY(%s::text[])
-            ORDER BY id
-            FOR UPDATE
-            """,
-            [ids, wamids],
-        )
-        rows = cursor.fetchall()
+    rows = statuses_lock(ids=ids, wamids=wamids)
     known_ids = {row[0] for row in rows}
     by_wamid = {row[1]: row[0] for row in rows if row[1] is not None}
     matched: list[tuple[int, StatusUpdate]] = []
@@ -152,95 +114,3 @@ def _reduce_one(message_id: int, statuses: list[StatusUpdate]) -> MessageUpdate:
 
 def _by_time(status: StatusUpdate) -> float:
     return status.timestamp.timestamp() if status.timestamp else 0.0
-
-
-def _rank_sql(column: str) -> str:
-    cases = " ".join(f"WHEN '{status}' THEN {rank}" for status, rank in CURRENT_RANK.items())
-    return f"(CASE {column} {cases} END)"
-
-
-_RANK_NEW = _rank_sql("u.status")
-_RANK_OLD = _rank_sql("m.status")
-_ADVANCES = f"{_RANK_NEW} > {_RANK_OLD}"
-_FAILS = f"({_ADVANCES} AND u.status = 'failed')"
-
-# One statement per batch, whatever its size: a row per message is ~7x slower (a round trip
-# and a commit each) and would let a late callback race an earlier one.
-# - The status moves only forward: rank(new) > rank(current). Rank is NULL for final states
-#   (dead, skipped, cancelled), and NULL > x is never true, so they are not touched.
-# - Timestamps, the wamid and the billing fields only fill blanks, so a late `delivered`
-#   still records its time and pricing under a `read` without moving the status back.
-#   (A wamid is offered only when no row holds it yet: statuses_resolve/_wamids_unique.)
-# - The failure is written only when `failed` is the status being applied, and appended to
-#   the row's error history, so a failed callback arriving after `delivered` changes nothing.
-# - The WHERE clause lets through only rows that gain something: re-applying the same batch
-#   updates no row, which keeps it idempotent and cheap.
-# The rank CASE and the status names are built from constants, never from input.
-MESSAGE_UPDATE_SQL = f"""
-UPDATE delivery_message AS m SET
-    status = CASE WHEN {_ADVANCES} THEN u.status ELSE m.status END,
-    wamid = COALESCE(m.wamid, u.wamid),
-    sent_at = COALESCE(m.sent_at, u.sent_at),
-    delivered_at = COALESCE(m.delivered_at, u.delivered_at),
-    read_at = COALESCE(m.read_at, u.read_at),
-    failed_at = CASE WHEN {_FAILS} THEN u.failed_at ELSE m.failed_at END,
-    last_error_code = CASE WHEN {_FAILS} THEN u.error_code ELSE m.last_error_code END,
-    last_error_title = CASE
-        WHEN {_FAILS} THEN COALESCE(u.error_title, '') ELSE m.last_error_title END,
-    last_error_details = CASE
-        WHEN {_FAILS} THEN COALESCE(u.error_details, '') ELSE m.last_error_details END,
-    error_history = CASE WHEN {_FAILS} THEN m.error_history || jsonb_build_array(
-        jsonb_build_object(
-            'at', u.failed_at, 'attempt', m.attempt, 'code', u.error_code,
-            'title', u.error_title, 'details', u.error_details, 'outcome', 'failed_callback'))
-        ELSE m.error_history END,
-    conversation_id = COALESCE(NULLIF(m.conversation_id, ''), u.conversation_id, ''),
-    pricing_category = COALESCE(NULLIF(m.pricing_category, ''), u.pricing_category, ''),
-    billable = COALESCE(m.billable, u.billable)
-FROM unnest(
-    %s::bigint[], %s::text[], %s::text[],
-    %s::timestamptz[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[],
-    %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[], %s::boolean[]
-) AS u(id, status, wamid, sent_at, delivered_at, read_at, failed_at,
-       error_code, error_title, error_details, conversation_id, pricing_category, billable)
-WHERE m.id = u.id
-  AND {_RANK_OLD} IS NOT NULL
-  AND (
-      {_ADVANCES}
-      OR (m.wamid IS NULL AND u.wamid IS NOT NULL)
-      OR (m.sent_at IS NULL AND u.sent_at IS NOT NULL)
-      OR (m.delivered_at IS NULL AND u.delivered_at IS NOT NULL)
-      OR (m.read_at IS NULL AND u.read_at IS NOT NULL)
-      OR (m.conversation_id = '' AND u.conversation_id IS NOT NULL)
-      OR (m.pricing_category = '' AND u.pricing_category IS NOT NULL)
-      OR (m.billable IS NULL AND u.billable IS NOT NULL)
-  )
-"""  # noqa: S608
-
-
-def message_updates_write(updates: Sequence[MessageUpdate]) -> int:
-    """Apply the reduced updates in one statement; returns how many rows changed."""
-    if not updates:
-        return 0
-    columns: list[list[object]] = [[] for _ in range(13)]
-    for u in updates:
-        values = (
-            u.message_id,
-            u.status,
-            u.wamid,
-            u.sent_at,
-            u.delivered_at,
-            u.read_at,
-            u.failed_at,
-            u.error_code,
-            u.error_title,
-            u.error_details,
-            u.conversation_id,
-            u.pricing_category,
-            u.billable,
-        )
-        for column, value in zip(columns, values, strict=True):
-            column.append(value)
-    with connection.cursor() as cursor:
-        cursor.execute(MESSAGE_UPDATE_SQL, columns)
-        return int(cursor.rowcount)

@@ -23,6 +23,7 @@ from delivery.api.errors import ApiProblem
 from delivery.api.template_params import params_for_template
 from delivery.api.validation import MessageRequest
 from delivery.apikeys import api_key_allows
+from delivery.messages import transactional_message_insert
 from delivery.models import ApiKey, Message, MessageKind
 
 logger = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ def transactional_message_create(
     try:
         # The savepoint lets a lost idempotency race be answered on the same connection.
         with transaction.atomic():
-            message.save()
+            transactional_message_insert(message)
             transaction.on_commit(lambda: _enqueue(message.pk))
     except IntegrityError:
         if idempotency_key is None:

@@ -33,7 +33,7 @@ from campaigns.window_schedule import (
 )
 from campaigns.windows import SendWindow, wall_instant, window_eta
 from campaigns.zones import phone_zones, recipient_zone, zone_sql, zone_tables_load
-from delivery.claim import claim_campaign_batch
+from delivery.messages import claim_campaign_batch
 from delivery.models import Message
 from tests.engine_support import number_on, running_simulator, work_burst
 from tests.factories import (

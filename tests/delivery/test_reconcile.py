@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from campaigns.launch import campaign_start
 from campaigns.models import AmbiguousSendPolicy, CampaignStatus
-from delivery.claim import claim_campaign_batch
+from delivery.messages import claim_campaign_batch
 from delivery.models import Message, MessageStatus
 from delivery.reconcile import reconcile
 from tests.factories import make_campaign, make_contact, make_contact_list

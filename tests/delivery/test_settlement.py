@@ -9,11 +9,10 @@ from django.utils import timezone
 
 from campaigns.launch import campaign_start
 from campaigns.models import Contact
-from delivery.claim import claim_campaign_batch
 from delivery.cloud_api import Accepted, ApiError
+from delivery.messages import claim_campaign_batch, settlements_record
 from delivery.models import DeadLetter, Message, MessageStatus
 from delivery.outcomes import classify
-from delivery.recording import settlements_record
 from delivery.settle import Effects, RetryPolicy, settle
 from tests.factories import make_campaign, make_contact, make_contact_list
 

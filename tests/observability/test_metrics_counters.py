@@ -9,7 +9,7 @@ import redis
 from django.test import override_settings
 
 from delivery.cloud_api import Accepted, ApiError
-from delivery.settle import Settlement
+from delivery.messages import Settlement
 from tests.observability.support import scrape
 from tests.webhooks.support import APP_SECRET, URL, fixture_bytes, sign
 from webhooks.applier import events_drain

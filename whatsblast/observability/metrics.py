@@ -29,7 +29,7 @@ from delivery.outcomes import classify
 from whatsblast.redis import get_redis
 
 if TYPE_CHECKING:
-    from delivery.settle import Settlement
+    from delivery.messages import Settlement
     from webhooks.applier import ApplyReport
 
 logger = logging.getLogger(__name__)

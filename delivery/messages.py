@@ -1,0 +1,677 @@
+"""Every transition of a ``delivery.Message``: the one module that writes ``delivery_message``.
+
+A message moves ``pending → sending → sent → delivered → read``, or ends ``failed``,
+``dead`` (retries exhausted, with a dead letter), ``skipped`` or ``cancelled``; ``unknown``
+holds a send that may have reached Meta until evidence or policy settles it. Several
+writers touch the same rows at once — senders on many hosts, the webhook applier, the
+reconciler, support, a person cancelling — so each transition below is one set-based
+statement whose ``WHERE`` is the guard that keeps it right against the others (the row is
+still in the state this writer expects, or the new status ranks above the current one).
+
+Status names come from ``MessageStatus``; the SQL is built from those constants (never from
+input) when the module loads. Everything else in the project calls these functions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+
+from campaigns.audience.opt_outs import contacts_opt_out
+from delivery.models import OPEN_STATUSES, STATUS_RANK, Message, MessageKind, MessageStatus
+
+S = MessageStatus
+
+
+def _in(statuses: Sequence[str]) -> str:
+    """``'a', 'b'`` for an ``IN (…)`` list of status constants."""
+    return ", ".join(f"'{s}'" for s in statuses)
+
+
+# --- what the transitions carry -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClaimedMessage:
+    """A row this worker now owns (status ``sending``, lease taken)."""
+
+    id: int
+    to: str
+    params: dict[str, Any]
+    attempt: int
+    pair_limit_hits: int
+    contact_id: int | None
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """A claimed row's next state after its send (``delivery.settle`` decides it)."""
+
+    message_id: int
+    status: str
+    attempt: int
+    pair_limit_hits: int
+    next_attempt_at: datetime | None = None
+    wamid: str | None = None
+    wa_id: str | None = None
+    error_code: int | None = None
+    error_title: str | None = None
+    error_details: str | None = None
+    history_entry: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MessageUpdate:
+    """Everything a batch of status callbacks learned about one message (webhooks)."""
+
+    message_id: int
+    status: str | None  # the highest-ranked status received; None if none applies
+    wamid: str | None  # to record when the row has none (matched by callback data)
+    sent_at: datetime | None
+    delivered_at: datetime | None
+    read_at: datetime | None
+    failed_at: datetime | None
+    error_code: int | None
+    error_title: str | None
+    error_details: str | None
+    conversation_id: str | None
+    pricing_category: str | None
+    billable: bool | None
+
+
+def _claimed(rows: list[tuple[Any, ...]]) -> list[ClaimedMessage]:
+    # Django's PostgreSQL backend hands jsonb to raw cursors as text (JSONField decodes it
+    # in from_db_value), so decode here.
+    return [
+        ClaimedMessage(id_, to, json.loads(params) if isinstance(params, str) else params, *rest)
+        for id_, to, params, *rest in rows
+    ]
+
+
+def _fetch(sql: str, args: Any) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, args)
+        return list(cursor.fetchall())
+
+
+def _run(sql: str, args: Any) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, args)
+        return int(cursor.rowcount)
+
+
+# --- creation ------------------------------------------------------------------------------
+
+# One row per distinct phone across the campaign's lists (a contact in two lists is one
+# recipient). Opted-out contacts, and marketing templates to US numbers (Meta does not
+# deliver those), become `skipped` rows so the campaign's report accounts for everyone.
+# ON CONFLICT on the (campaign, to) unique index makes a second launch a no-op. The params
+# expression, the joins that find each row's first due time and that time come from the
+# launch (campaign params rendered in SQL, send windows, a canary's hold).
+_CAMPAIGN_INSERT_SQL = f"""
+INSERT INTO delivery_message
+       (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
+        status, skip_reason, attempt, pair_limit_hits, next_attempt_at, wa_id,
+        last_error_title, last_error_details, error_history, created_at,
+        conversation_id, pricing_category, request_sha256)
+SELECT '{MessageKind.CAMPAIGN}', %(campaign_id)s, c.id, %(phone_number_id)s, %(template_id)s,
+       c.phone, {{params_expr}}, '',
+       CASE WHEN c.opted_out_at IS NOT NULL THEN '{S.SKIPPED}'
+            WHEN %(us_blocked)s AND c.phone LIKE '+1%%' THEN '{S.SKIPPED}'
+            ELSE '{S.PENDING}' END,
+       CASE WHEN c.opted_out_at IS NOT NULL THEN 'opted out'
+            WHEN %(us_blocked)s AND c.phone LIKE '+1%%'
+                 THEN 'marketing templates are not delivered to US numbers'
+            ELSE '' END,
+       0, 0, {{next_attempt_expr}}, '', '', '', '[]'::jsonb, now(), '', '', ''
+  FROM campaigns_contact AS c
+  {{schedule_joins}}
+ WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
+                 WHERE contact_list_id = ANY(%(list_ids)s))
+ON CONFLICT DO NOTHING
+"""  # noqa: S608 - built from constants; the launch's fragments carry only placeholders
+
+
+def campaign_messages_create(
+    *,
+    params_expr: str,
+    next_attempt_expr: str,
+    schedule_joins: str,
+    args: dict[str, Any],
+) -> int:
+    """Insert the campaign's recipients as messages in one statement; return how many.
+
+    ``args`` holds ``campaign_id``, ``phone_number_id``, ``template_id``, ``us_blocked``,
+    ``list_ids`` and whatever the fragments' own placeholders name.
+    """
+    sql = _CAMPAIGN_INSERT_SQL.format(
+        params_expr=params_expr,
+        next_attempt_expr=next_attempt_expr,
+        schedule_joins=schedule_joins,
+    )
+    return _run(sql, args)
+
+
+def transactional_message_insert(message: Message) -> Message:
+    """Store a transactional message the API built (an Idempotency-Key race raises
+    ``IntegrityError`` on the unique index; the caller answers with the winner's row)."""
+    if message.kind != MessageKind.TRANSACTIONAL or message.status != S.PENDING:
+        raise ValueError("only a pending transactional message is stored this way")
+    message.save(force_insert=True)
+    return message
+
+
+# --- claim ---------------------------------------------------------------------------------
+
+# SKIP LOCKED lets any number of workers on any number of hosts claim from the same
+# campaign at once without waiting on each other's row locks: each sees only rows nobody
+# else is claiming. The inner SELECT walks the partial index message_pending_claim_idx
+# (only pending rows, ordered by next_attempt_at), so the claim costs the same whether the
+# campaign has a thousand rows or ten million. The outer UPDATE flips the rows to
+# `sending` with a lease timestamp in the same statement: a worker that dies after this
+# leaves rows the reconciler finds by their old `claimed_at`.
+_CLAIM_CAMPAIGN_SQL = f"""
+UPDATE delivery_message AS m
+   SET status = '{S.SENDING}', claimed_at = now()
+ WHERE m.id IN (
+        SELECT id
+          FROM delivery_message
+         WHERE campaign_id = %(campaign_id)s
+           AND status = '{S.PENDING}'
+           AND next_attempt_at <= now()
+         ORDER BY next_attempt_at
+         LIMIT %(limit)s
+           FOR UPDATE SKIP LOCKED)
+RETURNING m.id, m."to", m.params, m.attempt, m.pair_limit_hits, m.contact_id
+"""  # noqa: S608
+
+# One transactional message by id; the status guard makes a duplicate job a no-op.
+_CLAIM_ONE_SQL = f"""
+UPDATE delivery_message
+   SET status = '{S.SENDING}', claimed_at = now()
+ WHERE id = %(message_id)s AND status = '{S.PENDING}'
+RETURNING id, "to", params, attempt, pair_limit_hits, contact_id
+"""  # noqa: S608
+
+# Transactional messages that are due, with their attempt (the queue mark is per attempt).
+# The partial index message_pending_txn_idx holds only pending transactional rows.
+_DUE_TRANSACTIONAL_SQL = f"""
+SELECT id, attempt FROM delivery_message
+ WHERE kind = '{MessageKind.TRANSACTIONAL}' AND status = '{S.PENDING}'
+   AND next_attempt_at <= now()
+ ORDER BY next_attempt_at
+ LIMIT %(limit)s
+"""  # noqa: S608
+
+
+def claim_campaign_batch(*, campaign_id: int, limit: int) -> list[ClaimedMessage]:
+    if limit <= 0:
+        return []
+    return _claimed(_fetch(_CLAIM_CAMPAIGN_SQL, {"campaign_id": campaign_id, "limit": limit}))
+
+
+def claim_message(*, message_id: int) -> ClaimedMessage | None:
+    rows = _claimed(_fetch(_CLAIM_ONE_SQL, {"message_id": message_id}))
+    return rows[0] if rows else None
+
+
+def due_transactional(*, limit: int = 1000) -> list[tuple[int, int]]:
+    """(id, attempt) of transactional messages due now, oldest first."""
+    return [(int(i), int(a)) for i, a in _fetch(_DUE_TRANSACTIONAL_SQL, {"limit": limit})]
+
+
+# --- release: claimed rows go back untouched ---------------------------------------------
+
+# Rows this worker claimed but will not send now: back to pending without spending an
+# attempt. With a time (a closed send window, a messaging limit with no room) the row is
+# due again then; without one it keeps its due time. The guard `status = 'sending'` leaves
+# alone a row something else already moved (the reconciler took an expired lease).
+_RELEASE_SQL = f"""
+UPDATE delivery_message AS m
+   SET status = '{S.PENDING}', claimed_at = NULL,
+       next_attempt_at = coalesce(u.at, m.next_attempt_at)
+  FROM unnest(%s::bigint[], %s::timestamptz[]) AS u(id, at)
+ WHERE m.id = u.id AND m.status = '{S.SENDING}'
+"""  # noqa: S608
+
+
+def release_messages(
+    *, ids: Sequence[int], at: datetime | Sequence[datetime] | None = None
+) -> int:
+    """Give claimed rows back; due at ``at`` (one time, or one per row) when given."""
+    if not ids:
+        return 0
+    times: list[datetime | None]
+    if at is None or isinstance(at, datetime):
+        times = [at] * len(ids)
+    else:
+        times = list(at)
+        if len(times) != len(ids):
+            raise ValueError("release_messages: one time per row")
+    return _run(_RELEASE_SQL, [list(ids), times])
+
+
+# --- record: a batch of send results ------------------------------------------------------
+
+# Every settled row of a batch in one statement. The guard `m.status = 'sending'` (or
+# 'unknown' for a success) is what makes this safe against the other writers of the row:
+# a status webhook that already moved the message forward, or the reconciler that took
+# over an expired lease. Their state wins; this one only fills in the wamid.
+_SETTLE_SQL = f"""
+UPDATE delivery_message AS m
+   SET status = u.status,
+       attempt = u.attempt,
+       pair_limit_hits = u.pair_limit_hits,
+       next_attempt_at = coalesce(u.next_attempt_at, m.next_attempt_at),
+       claimed_at = CASE WHEN u.status = '{S.UNKNOWN}' THEN now()
+                         WHEN u.status = '{S.PENDING}' THEN NULL
+                         ELSE m.claimed_at END,
+       wamid = coalesce(m.wamid, u.wamid),
+       wa_id = coalesce(u.wa_id, m.wa_id),
+       sent_at = CASE WHEN u.status = '{S.SENT}' THEN coalesce(m.sent_at, now())
+                      ELSE m.sent_at END,
+       failed_at = CASE WHEN u.status IN ('{S.FAILED}', '{S.DEAD}') THEN now()
+                        ELSE m.failed_at END,
+       last_error_code = CASE WHEN u.status = '{S.SENT}' THEN m.last_error_code ELSE u.code END,
+       last_error_title = coalesce(u.title, m.last_error_title),
+       last_error_details = coalesce(u.details, m.last_error_details),
+       error_history = CASE WHEN u.entry IS NULL THEN m.error_history
+                            ELSE m.error_history || jsonb_build_array(u.entry) END
+  FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::timestamptz[],
+              %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[])
+       AS u(id, status, attempt, pair_limit_hits, next_attempt_at,
+            wamid, wa_id, code, title, details, entry)
+ WHERE m.id = u.id
+   AND (m.status = '{S.SENDING}' OR (m.status = '{S.UNKNOWN}' AND u.status = '{S.SENT}'))
+RETURNING m.id
+"""  # noqa: S608
+
+# A success whose row a webhook already moved on (delivered before the response was
+# recorded): keep the newer status, still remember the wamid.
+_LATE_SUCCESS_SQL = """
+UPDATE delivery_message AS m
+   SET wamid = coalesce(m.wamid, u.wamid),
+       wa_id = coalesce(nullif(m.wa_id, ''), u.wa_id),
+       sent_at = coalesce(m.sent_at, now())
+  FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(id, wamid, wa_id)
+ WHERE m.id = u.id
+"""
+
+# Exhausted retries become dead letters, carrying what support needs to decide.
+_DEAD_LETTER_SQL = f"""
+INSERT INTO delivery_deadletter
+       (message_id, campaign_id, phone_number_id, error_code, error_title,
+        payload, attempts, status, created_at, note)
+SELECT m.id, m.campaign_id, m.phone_number_id, m.last_error_code, m.last_error_title,
+       jsonb_build_object('to', m."to", 'params', m.params, 'template_id', m.template_id,
+                          'text', m.text),
+       m.error_history, 'open', now(), ''
+  FROM delivery_message AS m
+ WHERE m.id = ANY(%s) AND m.status = '{S.DEAD}'
+ON CONFLICT (message_id) WHERE status = 'open' DO NOTHING
+"""  # noqa: S608
+
+# The batch's rows, locked in id order before the UPDATE: the webhook applier locks the
+# rows it writes in id order too (``statuses_lock``), so the two queue behind each other.
+# Left to the UPDATE's join order they deadlocked, and PostgreSQL's victim was now and
+# then this transaction: the send job died with the batch unrecorded.
+_LOCK_SQL = """
+SELECT id FROM delivery_message WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE
+"""
+
+
+def settlements_record(
+    settlements: Sequence[Settlement], *, opted_out_contact_ids: Sequence[int] = ()
+) -> int:
+    """Write a batch of settlements; return how many rows took them.
+
+    In the same transaction: dead rows get their dead letters, and the contacts Meta said
+    stopped marketing messages (131050) are opted out.
+    """
+    if not settlements and not opted_out_contact_ids:
+        return 0
+    columns: list[list[object]] = [[] for _ in range(11)]
+    for s in settlements:
+        values = (
+            s.message_id,
+            s.status,
+            s.attempt,
+            s.pair_limit_hits,
+            s.next_attempt_at,
+            s.wamid,
+            s.wa_id,
+            s.error_code,
+            s.error_title,
+            s.error_details,
+            json.dumps(s.history_entry) if s.history_entry is not None else None,
+        )
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    dead_ids = [s.message_id for s in settlements if s.status == S.DEAD]
+    sent = [s for s in settlements if s.status == S.SENT]
+    with transaction.atomic(), connection.cursor() as cursor:
+        updated: set[int] = set()
+        if settlements:
+            cursor.execute(_LOCK_SQL, [columns[0]])
+            cursor.execute(_SETTLE_SQL, columns)
+            updated = {row[0] for row in cursor.fetchall()}
+        late = [s for s in sent if s.message_id not in updated]
+        if late:
+            cursor.execute(
+                _LATE_SUCCESS_SQL,
+                [[s.message_id for s in late], [s.wamid for s in late], [s.wa_id for s in late]],
+            )
+        if dead_ids:
+            cursor.execute(_DEAD_LETTER_SQL, [dead_ids])
+        if opted_out_contact_ids:
+            contacts_opt_out(contact_ids=opted_out_contact_ids)
+    return len(updated)
+
+
+def transactional_fail(*, message_id: int, reason: str) -> int:
+    """A transactional send the configuration cannot make (bad token, missing template):
+    failed now, rather than holding an OTP until someone repairs the number."""
+    return _run(
+        f"UPDATE delivery_message SET status = '{S.FAILED}', failed_at = now(), "  # noqa: S608
+        f"last_error_title = %s, claimed_at = NULL WHERE id = %s AND status IN "
+        f"('{S.PENDING}', '{S.SENDING}')",
+        [reason[:500], message_id],
+    )
+
+
+# --- reconcile: rows in doubt --------------------------------------------------------------
+
+# A `sending` row whose lease expired belonged to a worker that died: its send may or may
+# not have reached Meta, so it becomes `unknown`, exactly like a timeout.
+_EXPIRE_LEASES_SQL = f"""
+UPDATE delivery_message
+   SET status = '{S.UNKNOWN}', claimed_at = now(),
+       error_history = error_history || jsonb_build_array(%(entry)s::jsonb)
+ WHERE status = '{S.SENDING}' AND claimed_at < now() - make_interval(secs => %(lease)s)
+RETURNING id
+"""  # noqa: S608
+
+# Unknown rows past the evidence window, by policy. The join picks each campaign's
+# policy; transactional rows (no campaign) always fail. SKIP LOCKED: a row the applier is
+# settling right now is left to it.
+_SETTLE_UNKNOWN_SQL = f"""
+WITH doubtful AS (
+    SELECT m.id,
+           CASE WHEN c.ambiguous_policy = 'resend' THEN '{S.PENDING}' ELSE '{S.FAILED}' END
+             AS verdict
+      FROM delivery_message m
+      LEFT JOIN campaigns_campaign c ON c.id = m.campaign_id
+     WHERE m.status = '{S.UNKNOWN}' AND m.claimed_at < now() - make_interval(secs => %(window)s)
+     FOR UPDATE OF m SKIP LOCKED
+)
+UPDATE delivery_message AS m
+   SET status = d.verdict,
+       claimed_at = NULL,
+       next_attempt_at = now(),
+       failed_at = CASE WHEN d.verdict = '{S.FAILED}' THEN now() ELSE m.failed_at END,
+       last_error_title = CASE WHEN d.verdict = '{S.FAILED}'
+                               THEN 'No evidence the send reached Meta'
+                               ELSE m.last_error_title END,
+       error_history = m.error_history || jsonb_build_array(jsonb_build_object(
+           'at', now(), 'outcome', 'ambiguous settled: ' || d.verdict))
+  FROM doubtful d
+ WHERE m.id = d.id AND m.status = '{S.UNKNOWN}'
+RETURNING m.id, d.verdict
+"""  # noqa: S608
+
+
+def leases_expire(*, lease_s: float, entry: dict[str, Any]) -> int:
+    """Rows held past their lease become ``unknown``; return how many."""
+    return len(_fetch(_EXPIRE_LEASES_SQL, {"entry": json.dumps(entry), "lease": lease_s}))
+
+
+def unknown_settle(*, window_s: float) -> tuple[int, int]:
+    """Settle ``unknown`` rows with no evidence after ``window_s``: (resent, failed)."""
+    verdicts = [row[1] for row in _fetch(_SETTLE_UNKNOWN_SQL, {"window": window_s})]
+    return verdicts.count(S.PENDING), verdicts.count(S.FAILED)
+
+
+# --- campaigns: cancel, retry, canary release, opt-outs ---------------------------------------
+
+_CANCEL_SQL = f"""
+UPDATE delivery_message SET status = '{S.CANCELLED}'
+ WHERE campaign_id = %s AND status = '{S.PENDING}'
+"""  # noqa: S608
+
+
+def campaign_pending_cancel(*, campaign_id: int) -> int:
+    """Every row of the campaign not yet handed to Meta becomes ``cancelled``.
+
+    Rows in flight (``sending``) finish on their own: their send may already have left.
+    """
+    return _run(_CANCEL_SQL, [campaign_id])
+
+
+# A fresh attempt for failed rows whose failure another attempt can fix: attempt counters
+# back to zero, the last send's identity and times cleared (its wamid, so the new send
+# records its own), the history kept and extended. The (campaign, status) index finds the
+# failed rows; the contact check drops anyone who opted out since. 131049 waits out
+# Meta's 24 h from its failure.
+_RETRYABLE_WHERE = f"""
+ WHERE m.campaign_id = %(campaign_id)s AND m.status = '{S.FAILED}'
+   AND (m.last_error_code IS NULL OR m.last_error_code = ANY(%(codes)s))
+   AND NOT EXISTS (SELECT 1 FROM campaigns_contact c
+                    WHERE c.id = m.contact_id AND c.opted_out_at IS NOT NULL)
+"""  # noqa: S608
+
+_RETRY_SQL = f"""
+UPDATE delivery_message AS m
+   SET status = '{S.PENDING}', attempt = 0, pair_limit_hits = 0, claimed_at = NULL,
+       next_attempt_at = CASE
+           WHEN m.last_error_code = %(user_cap_code)s
+           THEN greatest(now(), m.failed_at + make_interval(secs => %(user_cap_wait)s))
+           ELSE now() END,
+       wamid = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL, failed_at = NULL,
+       error_history = m.error_history || jsonb_build_array(%(entry)s::jsonb)
+{_RETRYABLE_WHERE}
+"""  # noqa: S608
+
+_RETRYABLE_COUNT_SQL = f"SELECT count(*) FROM delivery_message AS m {_RETRYABLE_WHERE}"  # noqa: S608
+
+
+def campaign_failed_retry(
+    *,
+    campaign_id: int,
+    codes: Sequence[int],
+    user_cap_code: int,
+    user_cap_wait_s: float,
+    entry: dict[str, Any],
+) -> int:
+    """Failed rows with a retryable code (or none) become pending again; return how many."""
+    return _run(
+        _RETRY_SQL,
+        {
+            "campaign_id": campaign_id,
+            "codes": list(codes),
+            "user_cap_code": user_cap_code,
+            "user_cap_wait": user_cap_wait_s,
+            "entry": json.dumps(entry),
+        },
+    )
+
+
+def campaign_failed_retryable_count(*, campaign_id: int, codes: Sequence[int]) -> int:
+    rows = _fetch(_RETRYABLE_COUNT_SQL, {"campaign_id": campaign_id, "codes": list(codes)})
+    return int(rows[0][0])
+
+
+# Held rows (a canary's: due at a date no claim reaches) back to due, a batch at a time.
+# SKIP LOCKED: a cancel running at the same time keeps its rows. The partial pending index
+# serves the inner SELECT (held rows sort last).
+_HELD_RELEASE_SQL = f"""
+UPDATE delivery_message AS m
+   SET next_attempt_at = now()
+ WHERE m.id IN (SELECT id FROM delivery_message
+                 WHERE campaign_id = %(id)s AND status = '{S.PENDING}'
+                   AND next_attempt_at >= %(hold)s
+                 LIMIT %(limit)s
+                   FOR UPDATE SKIP LOCKED)
+"""  # noqa: S608
+
+
+def held_release(*, campaign_id: int, hold_at: datetime, limit: int) -> int:
+    """Make up to ``limit`` of the campaign's held rows due now; return how many."""
+    return _run(_HELD_RELEASE_SQL, {"id": campaign_id, "hold": hold_at, "limit": limit})
+
+
+def campaign_pending_skip_for_contacts(*, contact_ids: Sequence[int], reason: str) -> int:
+    """Campaign rows still waiting for contacts who opted out become ``skipped``.
+
+    Transactional messages (codes, receipts) are not marketing and still go out.
+    """
+    if not contact_ids:
+        return 0
+    return _run(
+        f"UPDATE delivery_message SET status = '{S.SKIPPED}', skip_reason = %s "  # noqa: S608
+        f"WHERE contact_id = ANY(%s) AND status = '{S.PENDING}' "
+        f"AND kind = '{MessageKind.CAMPAIGN}'",
+        [reason[:200], list(contact_ids)],
+    )
+
+
+# --- dead letters ----------------------------------------------------------------------------
+
+# Fresh attempts: back to pending, due now, attempt counter reset so the campaign's (or the
+# transactional policy's) full retry budget applies again. The history keeps the earlier
+# attempts and records the requeue, so the message page tells the whole story.
+_DEAD_REQUEUE_SQL = f"""
+UPDATE delivery_message
+   SET status = '{S.PENDING}', attempt = 0, pair_limit_hits = 0, next_attempt_at = now(),
+       claimed_at = NULL,
+       error_history = error_history || jsonb_build_array(%(entry)s::jsonb)
+ WHERE id = ANY(%(ids)s) AND status = '{S.DEAD}'
+"""  # noqa: S608
+
+
+def dead_requeue(*, ids: Sequence[int], entry: dict[str, Any]) -> int:
+    return _run(_DEAD_REQUEUE_SQL, {"ids": list(ids), "entry": json.dumps(entry)})
+
+
+# --- status callbacks ------------------------------------------------------------------------
+
+# Rank of a message's current state. Open states (pending, sending, unknown) rank below
+# `sent`: any callback is evidence the send went out, which settles an ambiguous send.
+# States absent here (dead, skipped, cancelled) are final and never moved by a callback.
+CURRENT_RANK: dict[str, int] = {**{s: 0 for s in OPEN_STATUSES}, **STATUS_RANK}
+# Statuses a callback can move a message to; `played` (voice) and anything unknown are
+# counted in the event's summary but change nothing.
+APPLIED_STATUSES = frozenset(s for s, rank in STATUS_RANK.items() if rank > 0)
+
+
+def statuses_lock(*, ids: Sequence[int], wamids: Sequence[str]) -> list[tuple[int, str | None]]:
+    """Lock the messages these ids or wamids name, in id order; (id, wamid) of each.
+
+    Locking in id order means two appliers (or an applier and the sender's bulk write)
+    touching the same messages queue behind each other instead of deadlocking.
+    """
+    return [
+        (int(i), w)
+        for i, w in _fetch(
+            """
+            SELECT id, wamid FROM delivery_message
+            WHERE id = ANY(%s::bigint[]) OR wamid = ANY(%s::text[])
+            ORDER BY id
+            FOR UPDATE
+            """,
+            [list(ids), list(wamids)],
+        )
+    ]
+
+
+def _rank_sql(column: str) -> str:
+    cases = " ".join(f"WHEN '{status}' THEN {rank}" for status, rank in CURRENT_RANK.items())
+    return f"(CASE {column} {cases} END)"
+
+
+_RANK_NEW = _rank_sql("u.status")
+_RANK_OLD = _rank_sql("m.status")
+_ADVANCES = f"{_RANK_NEW} > {_RANK_OLD}"
+_FAILS = f"({_ADVANCES} AND u.status = '{S.FAILED}')"
+
+# One statement per batch, whatever its size: a row per message is ~7x slower (a round trip
+# and a commit each) and would let a late callback race an earlier one.
+# - The status moves only forward: rank(new) > rank(current). Rank is NULL for final states
+#   (dead, skipped, cancelled), and NULL > x is never true, so they are not touched.
+# - Timestamps, the wamid and the billing fields only fill blanks, so a late `delivered`
+#   still records its time and pricing under a `read` without moving the status back.
+#   (A wamid is offered only when no row holds it yet: see webhooks.statuses.)
+# - The failure is written only when `failed` is the status being applied, and appended to
+#   the row's error history, so a failed callback arriving after `delivered` changes nothing.
+# - The WHERE clause lets through only rows that gain something: re-applying the same batch
+#   updates no row, which keeps it idempotent and cheap.
+_STATUS_UPDATE_SQL = f"""
+UPDATE delivery_message AS m SET
+    status = CASE WHEN {_ADVANCES} THEN u.status ELSE m.status END,
+    wamid = COALESCE(m.wamid, u.wamid),
+    sent_at = COALESCE(m.sent_at, u.sent_at),
+    delivered_at = COALESCE(m.delivered_at, u.delivered_at),
+    read_at = COALESCE(m.read_at, u.read_at),
+    failed_at = CASE WHEN {_FAILS} THEN u.failed_at ELSE m.failed_at END,
+    last_error_code = CASE WHEN {_FAILS} THEN u.error_code ELSE m.last_error_code END,
+    last_error_title = CASE
+        WHEN {_FAILS} THEN COALESCE(u.error_title, '') ELSE m.last_error_title END,
+    last_error_details = CASE
+        WHEN {_FAILS} THEN COALESCE(u.error_details, '') ELSE m.last_error_details END,
+    error_history = CASE WHEN {_FAILS} THEN m.error_history || jsonb_build_array(
+        jsonb_build_object(
+            'at', u.failed_at, 'attempt', m.attempt, 'code', u.error_code,
+            'title', u.error_title, 'details', u.error_details, 'outcome', 'failed_callback'))
+        ELSE m.error_history END,
+    conversation_id = COALESCE(NULLIF(m.conversation_id, ''), u.conversation_id, ''),
+    pricing_category = COALESCE(NULLIF(m.pricing_category, ''), u.pricing_category, ''),
+    billable = COALESCE(m.billable, u.billable)
+FROM unnest(
+    %s::bigint[], %s::text[], %s::text[],
+    %s::timestamptz[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[],
+    %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[], %s::boolean[]
+) AS u(id, status, wamid, sent_at, delivered_at, read_at, failed_at,
+       error_code, error_title, error_details, conversation_id, pricing_category, billable)
+WHERE m.id = u.id
+  AND {_RANK_OLD} IS NOT NULL
+  AND (
+      {_ADVANCES}
+      OR (m.wamid IS NULL AND u.wamid IS NOT NULL)
+      OR (m.sent_at IS NULL AND u.sent_at IS NOT NULL)
+      OR (m.delivered_at IS NULL AND u.delivered_at IS NOT NULL)
+      OR (m.read_at IS NULL AND u.read_at IS NOT NULL)
+      OR (m.conversation_id = '' AND u.conversation_id IS NOT NULL)
+      OR (m.pricing_category = '' AND u.pricing_category IS NOT NULL)
+      OR (m.billable IS NULL AND u.billable IS NOT NULL)
+  )
+"""  # noqa: S608
+
+
+def status_updates_apply(updates: Sequence[MessageUpdate]) -> int:
+    """Apply reduced status callbacks in one statement; return how many rows changed."""
+    if not updates:
+        return 0
+    columns: list[list[object]] = [[] for _ in range(13)]
+    for u in updates:
+        values = (
+            u.message_id,
+            u.status,
+            u.wamid,
+            u.sent_at,
+            u.delivered_at,
+            u.read_at,
+            u.failed_at,
+            u.error_code,
+            u.error_title,
+            u.error_details,
+            u.conversation_id,
+            u.pricing_category,
+            u.billable,
+        )
+        for column, value in zip(columns, values, strict=True):
+            column.append(value)
+    return _run(_STATUS_UPDATE_SQL, columns)
