@@ -28,7 +28,7 @@ django.setup()
 
 from simulator_ceiling import NUMBER, TEMPLATE, TOKEN, start_simulator  # noqa: E402
 
-from delivery.cloud_api import Accepted, CloudApiClient, SendRequest  # noqa: E402
+from delivery.cloud.client import Accepted, CloudApiClient, SendRequest  # noqa: E402
 
 
 def run(url: str, *, concurrency: int, seconds: float, latency_s: float) -> dict[str, float]:

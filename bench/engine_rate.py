@@ -33,7 +33,6 @@ import requests  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from campaigns.launch import campaign_start  # noqa: E402
 from campaigns.models import (  # noqa: E402
     BusinessAccount,
     Campaign,
@@ -43,7 +42,8 @@ from campaigns.models import (  # noqa: E402
     PhoneNumber,
     Template,
 )
-from whatsblast.processes import ProcessGroup, free_port, wait_for_http  # noqa: E402
+from delivery.campaigns.launch import campaign_start  # noqa: E402
+from whatsblast.core.processes import ProcessGroup, free_port, wait_for_http  # noqa: E402
 
 
 def main() -> None:

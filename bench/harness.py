@@ -22,7 +22,7 @@ def process_env(**overrides: str) -> dict[str, str]:
     """The benchmark's own database, Redis and secret, for the processes it starts."""
     from django.conf import settings
 
-    from whatsblast.processes import service_environment
+    from whatsblast.core.processes import service_environment
 
     return {
         **service_environment(),

@@ -27,7 +27,6 @@ from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 
-from campaigns.launch import campaign_start  # noqa: E402
 from campaigns.models import (  # noqa: E402
     BusinessAccount,
     Campaign,
@@ -35,8 +34,9 @@ from campaigns.models import (  # noqa: E402
     PhoneNumber,
     Template,
 )
-from whatsblast.processes import ProcessGroup, free_port, wait_for_http  # noqa: E402
-from whatsblast.redis import get_redis  # noqa: E402
+from delivery.campaigns.launch import campaign_start  # noqa: E402
+from whatsblast.core.processes import ProcessGroup, free_port, wait_for_http  # noqa: E402
+from whatsblast.core.redis import get_redis  # noqa: E402
 
 
 def main() -> None:

@@ -38,8 +38,6 @@ import requests  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from campaigns.launch import campaign_start  # noqa: E402
-from campaigns.lifecycle import campaign_cancel  # noqa: E402
 from campaigns.models import (  # noqa: E402
     BusinessAccount,
     Campaign,
@@ -49,8 +47,10 @@ from campaigns.models import (  # noqa: E402
     PhoneNumber,
     Template,
 )
-from delivery.apikeys import api_key_create  # noqa: E402
-from whatsblast.processes import ProcessGroup, free_port, wait_for_http  # noqa: E402
+from delivery.api.keys import api_key_create  # noqa: E402
+from delivery.campaigns.launch import campaign_start  # noqa: E402
+from delivery.campaigns.lifecycle import campaign_cancel  # noqa: E402
+from whatsblast.core.processes import ProcessGroup, free_port, wait_for_http  # noqa: E402
 
 TOKEN = "bench-token"  # noqa: S105 - the simulator's token
 

@@ -36,16 +36,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "whatsblast.settings")
 os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
 django.setup()
 
-from django.db import connection, transaction  # noqa: E402
+from django.db import transaction  # noqa: E402
 from django.db.models import Count  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
 from campaigns.models import BusinessAccount, PhoneNumber  # noqa: E402
-from delivery.messages import CURRENT_RANK  # noqa: E402
+from delivery.messages import status_updates_apply  # noqa: E402
 from delivery.models import Message  # noqa: E402
 from webhooks.applier import events_drain  # noqa: E402
 from webhooks.models import WebhookEvent  # noqa: E402
 from webhooks.payloads import body_parse  # noqa: E402
+from webhooks.statuses import statuses_reduce, statuses_resolve  # noqa: E402
 
 KINDS = ("sent", "delivered", "read")
 
@@ -116,37 +117,15 @@ def events_build(ids: list[int], tag: str, per_event: int, seed: int) -> list[by
     return bodies
 
 
-def _rank(column: str) -> str:
-    cases = " ".join(f"WHEN '{s}' THEN {r}" for s, r in CURRENT_RANK.items())
-    return f"(CASE {column} {cases} END)"
-
-
-# What a per-webhook handler does: one guarded UPDATE per status, one commit each.
-ONE_ROW_SQL = f"""
-UPDATE delivery_message SET status = %(status)s,
-    sent_at = CASE WHEN %(status)s = 'sent' THEN %(at)s ELSE sent_at END,
-    delivered_at = CASE WHEN %(status)s = 'delivered' THEN %(at)s ELSE delivered_at END,
-    read_at = CASE WHEN %(status)s = 'read' THEN %(at)s ELSE read_at END
-WHERE (id = %(id)s OR wamid = %(wamid)s)
-  AND {_rank("%(status)s")} > {_rank("status")}
-"""  # noqa: S608
-
-
 def one_row_at_a_time(bodies: list[bytes]) -> tuple[int, float]:
+    """What a per-webhook handler does: the same guarded UPDATE, one status per commit."""
     started = time.perf_counter()
     count = 0
     for body in bodies:
         for status in body_parse(json.loads(body)).statuses:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(
-                    ONE_ROW_SQL,
-                    {
-                        "status": status.status,
-                        "at": status.timestamp,
-                        "id": status.message_id or 0,
-                        "wamid": status.wamid,
-                    },
-                )
+            with transaction.atomic():
+                resolution = statuses_resolve([status])
+                status_updates_apply(statuses_reduce(resolution.matched))
             count += 1
     return count, time.perf_counter() - started
 

@@ -165,13 +165,13 @@ def cleanup(first_event: int, started_at: float) -> None:
     import django_rq
 
     from webhooks.models import WebhookEvent
-    from webhooks.services import APPLY_JOB, APPLY_QUEUE
+    from whatsblast.core.queues import WEBHOOK_APPLY
 
     WebhookEvent.objects.filter(id__gt=first_event).delete()
-    queue = django_rq.get_queue(APPLY_QUEUE)
+    queue = django_rq.get_queue(WEBHOOK_APPLY.queue)
     for job in queue.get_jobs():
         enqueued = job.enqueued_at.timestamp() if job.enqueued_at else 0
-        if job.func_name == APPLY_JOB and enqueued >= started_at - 1:
+        if job.func_name == WEBHOOK_APPLY.path and enqueued >= started_at - 1:
             job.delete()
 
 

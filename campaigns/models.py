@@ -8,7 +8,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from whatsblast.secrets import SecretField
+from whatsblast.core.secrets import SecretField
 
 
 class MessagingLimitTier(models.TextChoices):
@@ -179,7 +179,7 @@ class Template(models.Model):
     header_param = models.CharField(max_length=64, blank=True)
     header_example = models.TextField(blank=True)
     # [{"index": 0, "type": "URL", "text": "Shop", "url": ".../{{1}}", "sub_type": "url",
-    #   "param": "required", "example": "summer"}]; see campaigns.template_components.
+    #   "param": "required", "example": "summer"}]; see campaigns.catalogue.components.
     buttons = models.JSONField(default=list, blank=True)
     # Meta's components as last listed (or as typed in the admin).
     components = models.JSONField(default=list, blank=True)
@@ -321,7 +321,7 @@ class Campaign(models.Model):
         max_length=16, choices=AmbiguousSendPolicy.choices, default=AmbiguousSendPolicy.RESEND
     )
     # Daily send window in each recipient's local time; both empty means any time. A start
-    # after the end wraps midnight (22:00-06:00). See campaigns.windows.
+    # after the end wraps midnight (22:00-06:00). See campaigns.windows.daily.
     window_start = models.TimeField(null=True, blank=True)
     window_end = models.TimeField(null=True, blank=True)
     time_zone = models.CharField(
@@ -335,8 +335,9 @@ class Campaign(models.Model):
         default="timezone",
         help_text="Contact attribute holding an IANA zone that overrides the number's zone.",
     )
-    # Optional canary (campaigns.canary): send to the first canary_size recipients, hold the
-    # others, and continue only if at most canary_max_failure_rate of those failed.
+    # Optional canary (delivery.campaigns.canary): send to the first canary_size
+    # recipients, hold the others, and continue only if at most canary_max_failure_rate of
+    # those failed.
     canary_size = models.PositiveIntegerField(
         default=0, help_text="Recipients in the canary; 0 sends to everyone at once."
     )
@@ -380,7 +381,7 @@ class ContactUploadStatus(models.TextChoices):
 
 
 class ContactUpload(models.Model):
-    """A contact file uploaded in the admin and its import into one list (campaigns.upload).
+    """A contact file uploaded in the admin, imported into one list (campaigns.audience.uploads).
 
     The file lives under ``settings.CONTACT_UPLOAD_DIR`` as ``stored_name`` until the import
     succeeds; its rejected rows stay there as ``rejects_name`` for download.

@@ -20,10 +20,11 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from delivery.cloud_api import SendRequest, build_message_body
+from delivery.cloud.client import SendRequest, build_message_body
+from delivery.engine import dispatch
 from delivery.messages import dead_requeue
 from delivery.models import DeadLetter, Message, MessageKind
-from whatsblast import queues
+from whatsblast.core import queues
 
 logger = logging.getLogger(__name__)
 
@@ -208,18 +209,12 @@ def _resolve(
 
 
 def _dispatch(campaign_ids: list[int], transactional_ids: list[int]) -> None:
-    from delivery import dispatch
-    from delivery.jobs import transactional_send_job
-
     for campaign_id in campaign_ids:
         dispatch.campaign_kick(campaign_id=campaign_id)
-    # Queued directly rather than through dispatch.transactional_enqueue: its
-    # once-per-attempt mark for attempt 0 still stands for minutes after the original
-    # send, and would swallow this fresh one. A duplicate job is harmless: the send claims
-    # its row first.
-    queue = queues.get_queue(dispatch.TRANSACTIONAL_QUEUE)
+    # Not through dispatch.transactional_enqueue: its once-per-attempt mark for attempt 0
+    # still stands for minutes after the original send, and would swallow this fresh one.
     for message_id in transactional_ids:
-        queue.enqueue(transactional_send_job, message_id)
+        dispatch.transactional_enqueue_fresh(message_id=message_id)
 
 
 def _ids(dead_letters: Iterable[DeadLetter | int]) -> list[int]:

@@ -50,7 +50,7 @@ class ClaimedMessage:
 
 @dataclass(frozen=True)
 class Settlement:
-    """A claimed row's next state after its send (``delivery.settle`` decides it)."""
+    """A claimed row's next state after its send (``delivery.engine.settle`` decides it)."""
 
     message_id: int
     status: str
@@ -240,9 +240,7 @@ UPDATE delivery_message AS m
 """  # noqa: S608
 
 
-def release_messages(
-    *, ids: Sequence[int], at: datetime | Sequence[datetime] | None = None
-) -> int:
+def release_messages(*, ids: Sequence[int], at: datetime | Sequence[datetime] | None = None) -> int:
     """Give claimed rows back; due at ``at`` (one time, or one per row) when given."""
     if not ids:
         return 0

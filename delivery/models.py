@@ -155,6 +155,32 @@ class Message(models.Model):
         return f"wb:{self.pk}"
 
 
+class ServiceWindow(models.Model):
+    """When a user last wrote to one of the business numbers.
+
+    Meta lets a number send free-form messages to a user only within 24 h of that user's
+    last message to it (the customer-service window). Webhooks record every inbound
+    message here (``delivery.service_windows``); the API checks it before a text send.
+    """
+
+    phone_number = models.ForeignKey(
+        "campaigns.PhoneNumber", on_delete=models.CASCADE, related_name="+"
+    )
+    # The user as Meta names them: E.164 phone, or a business-scoped user id.
+    user = models.CharField(max_length=64)
+    last_inbound_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=("phone_number", "user"), name="service_window_one_per_user_and_number"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} wrote to {self.phone_number_id} at {self.last_inbound_at}"
+
+
 class DeadLetterStatus(models.TextChoices):
     OPEN = "open", "Open"
     REQUEUED = "requeued", "Requeued"

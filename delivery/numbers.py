@@ -3,7 +3,7 @@
 A number's pause lives in two places: the row (``paused_until``, ``paused_reason``, what
 people read) and the token bucket in Redis (what every worker obeys). These services keep
 the two together. The bucket may also be paused on its own for a few seconds after
-throttling errors (delivery.adaptive); ``phone_number_pause_state`` shows both.
+throttling errors (delivery.engine.adaptive); ``phone_number_pause_state`` shows both.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from django.utils import timezone
 
 from campaigns.models import PhoneNumber, Template
 from delivery.api.errors import ApiProblem
+from delivery.api.keys import api_key_issue
 from delivery.api.services import transactional_message_create
 from delivery.api.validation import message_request_parse, request_sha256
-from delivery.apikeys import api_key_issue
+from delivery.engine.sender import number_bucket
 from delivery.models import ApiKey, Message
-from delivery.sender import number_bucket
 
 logger = logging.getLogger(__name__)
 

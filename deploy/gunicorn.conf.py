@@ -54,11 +54,11 @@ logconfig_dict: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "mask_phones": {"()": "whatsblast.logging.PhoneMaskFilter"},
-        "redact_secrets": {"()": "whatsblast.logging.SecretRedactFilter"},
+        "mask_phones": {"()": "whatsblast.core.logging.PhoneMaskFilter"},
+        "redact_secrets": {"()": "whatsblast.core.logging.SecretRedactFilter"},
     },
     "formatters": {
-        "json": {"()": "whatsblast.logging.JsonFormatter"},
+        "json": {"()": "whatsblast.core.logging.JsonFormatter"},
         "text": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
     },
     "handlers": {
@@ -95,7 +95,7 @@ def child_exit(server: Any, worker: Any) -> None:
     """A worker exited: its live gauges must stop counting (its counters stay summed)."""
     from prometheus_client import multiprocess
 
-    multiprocess.mark_process_dead(worker.pid)
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
 def on_exit(server: Any) -> None:

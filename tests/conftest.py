@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import redis
 
-from whatsblast.observability.metrics import writes_resume
-from whatsblast.redis import get_redis
+from whatsblast.core.counters import writes_resume
+from whatsblast.core.redis import get_redis
 
 
 @pytest.fixture(autouse=True)

@@ -89,8 +89,8 @@ def max_per_second(histogram: dict[str, int]) -> int:
 
 def reset_client() -> None:
     """Drop the process's Cloud API clients so the next ones read the current settings."""
-    from delivery import cloud_api
-    from delivery.async_transport import reset_transport
+    from delivery.cloud import client as cloud_api
+    from delivery.cloud.transport import reset_transport
 
     reset_transport()
     with cloud_api._client_lock:

@@ -6,8 +6,8 @@ import logging
 import re
 from collections.abc import Sequence
 
-from campaigns.lifecycle import campaigns_pause_for
 from campaigns.models import BusinessAccount, PhoneNumber, QualityRating, Template, TemplateStatus
+from campaigns.state import campaigns_pause_for
 from webhooks.payloads import AccountChange, TemplateStatusChange
 
 logger = logging.getLogger(__name__)

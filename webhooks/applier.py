@@ -1,6 +1,6 @@
 """The applier: stored callback events → message statuses, inbound messages, account state.
 
-Runs in RQ (``webhooks.jobs.webhook_apply_job``), never in the request. Each batch is one
+Runs in RQ (``whatsblast.jobs.webhook_apply_job``), never in the request. Each batch is one
 transaction: lock pending events (SKIP LOCKED, so a second applier takes the next ones),
 parse every item, apply statuses with one guarded UPDATE, store the rest, and mark the
 events processed — a crash leaves the events pending and the next run redoes the batch.
@@ -20,6 +20,7 @@ from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
 from delivery.messages import status_updates_apply
+from webhooks import metrics
 from webhooks.account_events import account_changes_apply, template_changes_apply
 from webhooks.inbound import inbound_store
 from webhooks.models import AsyncError, UnmatchedStatus, WebhookEvent, WebhookEventStatus
@@ -27,7 +28,6 @@ from webhooks.payloads import ParsedBody, PayloadRejected, StatusUpdate, body_pa
 from webhooks.services import applier_debounce_clear, applier_schedule
 from webhooks.statuses import statuses_reduce, statuses_resolve
 from webhooks.unmatched import Retry, unmatched_due_lock, unmatched_settle, unmatched_store
-from whatsblast.observability import metrics
 
 logger = logging.getLogger(__name__)
 

@@ -15,6 +15,7 @@ from django.db import connection
 from campaigns.audience.opt_outs import contacts_opt_out
 from campaigns.models import Contact, PhoneNumber
 from delivery.messages import campaign_pending_skip_for_contacts
+from delivery.service_windows import service_windows_record
 from webhooks.models import InboundMessage
 from webhooks.payloads import Inbound, json_clean
 
@@ -104,6 +105,10 @@ def inbound_store(
             )
         )
     stored = _insert_new(rows)
+    # Each message opens (or extends) the user's customer-service window with that number.
+    service_windows_record(
+        [(r.phone_number_id, r.from_phone, r.sent_at) for r in rows if r.phone_number_id]
+    )
     opted = _contacts_opt_out(contacts, opting_out, now)
     return InboundReport(stored, opted)
 

@@ -11,13 +11,11 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from webhooks.models import WebhookEvent, WebhookEventStatus
-from whatsblast import queues
-from whatsblast.redis import get_redis
+from whatsblast.core import queues
+from whatsblast.core.redis import get_redis
 
 logger = logging.getLogger(__name__)
 
-APPLY_QUEUE = "maintenance"
-APPLY_JOB = "webhooks.jobs.webhook_apply_job"
 DEBOUNCE_KEY = "webhooks:apply:debounce"
 
 # Stores a body unless an identical one is already stored: Meta redelivers the same bytes
@@ -65,7 +63,7 @@ def applier_schedule() -> bool:
         fresh = get_redis().set(DEBOUNCE_KEY, b"1", nx=True, px=settings.WEBHOOK_APPLY_DEBOUNCE_MS)
         if not fresh:
             return False
-        queues.get_queue(APPLY_QUEUE).enqueue(APPLY_JOB)
+        queues.enqueue(queues.WEBHOOK_APPLY)
     except redis.RedisError as exc:
         logger.warning("webhook applier not scheduled (%s); the sweep will apply", exc)
         return False

@@ -23,7 +23,7 @@ import rq
 from django.db import close_old_connections
 from rq.serializers import JSONSerializer
 
-from whatsblast.service_versions import redis_version_check
+from whatsblast.core.service_versions import redis_version_check
 
 
 class _DjangoJobs:
@@ -34,7 +34,7 @@ class _DjangoJobs:
     """
 
     def work(self, *args: Any, **kwargs: Any) -> Any:
-        # Refuse an old Redis at start-up, naming its version (whatsblast.service_versions).
+        # Refuse an old Redis at start-up, naming its version (whatsblast.core.service_versions).
         redis_version_check(self.connection)  # type: ignore[attr-defined]
         return super().work(*args, **kwargs)  # type: ignore[misc]
 
@@ -49,8 +49,9 @@ class _DjangoJobs:
 class SimpleWorker(_DjangoJobs, rq.SimpleWorker):
     """Runs jobs in this process (the default worker class)."""
 
-    def __init__(self, *args: Any, serializer: Any = None, **kwargs: Any) -> None:
-        super().__init__(*args, serializer=JSONSerializer, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["serializer"] = JSONSerializer  # whatever django-rq's command passes
+        super().__init__(*args, **kwargs)
 
 
 Worker = SimpleWorker
@@ -59,5 +60,6 @@ Worker = SimpleWorker
 class ForkingWorker(_DjangoJobs, rq.Worker):
     """Forks a work horse per job: a job that crashes its process cannot take the worker."""
 
-    def __init__(self, *args: Any, serializer: Any = None, **kwargs: Any) -> None:
-        super().__init__(*args, serializer=JSONSerializer, **kwargs)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["serializer"] = JSONSerializer
+        super().__init__(*args, **kwargs)

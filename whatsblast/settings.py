@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import django_stubs_ext
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from whatsblast import embedded
-from whatsblast.env import (
+from whatsblast.core import embedded
+from whatsblast.core.env import (
     env_bool,
     env_float,
     env_int,
@@ -17,9 +18,13 @@ from whatsblast.env import (
     env_str,
     env_url,
 )
-from whatsblast.logging import logging_config
+from whatsblast.core.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# Generic admin and form classes (ModelAdmin[Campaign]) subscriptable at run time, as the
+# type checker sees them.
+django_stubs_ext.monkeypatch()
 
 DEBUG = env_bool("DEBUG", False)
 # A development key is allowed only with DEBUG on; production must set its own.
@@ -65,7 +70,7 @@ if WHATSAPP_HTTP_CLIENT not in ("aiohttp", "requests"):
 SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 120, minimum=5)
 # How long an `unknown` row waits for webhook evidence before the campaign's policy applies.
 UNKNOWN_SETTLE_SECONDS = env_int("UNKNOWN_SETTLE_SECONDS", 600, minimum=1)
-# Campaign share one sender chain is expected to carry (see delivery.dispatch.slots_for).
+# Campaign share one sender chain is expected to carry (see delivery.engine.dispatch.slots_for).
 CAMPAIGN_SLOT_RATE = env_float("CAMPAIGN_SLOT_RATE", 500.0, minimum=1)
 # The template catalogue is synced from Meta at most this often (0: never on its own).
 TEMPLATE_SYNC_INTERVAL_SECONDS = env_int("TEMPLATE_SYNC_INTERVAL_SECONDS", 900, minimum=0)
@@ -115,7 +120,7 @@ CONTACT_UPLOAD_MAX_BYTES = env_int("CONTACT_UPLOAD_MAX_BYTES", 256 * 1024 * 1024
 # Failed logins per username and client address before that pair is refused for the window.
 LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5, minimum=1)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900, minimum=1)
-AUTHENTICATION_BACKENDS = ["campaigns.login_throttle.ThrottledModelBackend"]
+AUTHENTICATION_BACKENDS = ["whatsblast.auth.login_throttle.ThrottledModelBackend"]
 # --- end admin UI ----------------------------------------------------------------------------
 
 # --- Django ----------------------------------------------------------------------------------

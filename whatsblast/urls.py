@@ -1,20 +1,36 @@
 """URL map: the admin, Meta's webhook, the transactional API, metrics and health."""
 
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import include, path, re_path
 
-from campaigns.login_throttle import ThrottledAdminLoginForm
-from whatsblast import health
-from whatsblast.observability import views as observability
+from whatsblast.auth.login_throttle import ThrottledAdminLoginForm
+from whatsblast.views import api, health, metrics, webhooks
 
 # Refuses, with a plain message, a username and address that failed too many logins.
 admin.site.login_form = ThrottledAdminLoginForm
+
+# Meta's callback URL, exactly as registered with Meta: no trailing slash.
+webhook_urls = (
+    [path("whatsapp", webhooks.whatsapp_webhook, name="whatsapp")],
+    "webhooks",
+)
+
+# /api/v1/: anything else under the prefix answers a JSON 404, not an HTML page.
+api_urls = (
+    [
+        path("messages", api.messages, name="messages"),
+        path("messages/<int:message_id>", api.message, name="message"),
+        path("openapi.json", api.openapi_json, name="openapi"),
+        re_path(r"^(?P<rest>.*)$", api.not_found),
+    ],
+    "api",
+)
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    path("webhooks/", include("webhooks.urls")),
-    path("api/v1/", include("delivery.api.urls")),
-    path("metrics", observability.metrics, name="metrics"),
+    path("webhooks/", include(webhook_urls)),
+    path("api/v1/", include(api_urls)),
+    path("metrics", metrics.metrics, name="metrics"),
 ]

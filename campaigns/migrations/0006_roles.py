@@ -1,19 +1,10 @@
-# The Marketing, Support and Operators groups and their permissions (campaigns.roles).
+# The Marketing, Support and Operators groups used to be created here. They are kept
+# current after every `migrate` instead, by whatsblast's post_migrate handler
+# (whatsblast.apps, whatsblast.auth.roles), once every app's permissions exist; a domain
+# migration does not reach into the site's code. Databases that ran this already keep
+# their groups.
 
-from django.contrib.auth.management import create_permissions
 from django.db import migrations
-
-
-def roles_create(apps, schema_editor):
-    # Django creates model permissions after the last migration (post_migrate); the groups
-    # need them now, so they are created here first, from the historical models.
-    for app_config in apps.get_app_configs():
-        app_config.models_module = True
-        create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
-    from campaigns.roles import roles_sync
-
-    roles_sync(registry=apps)
 
 
 class Migration(migrations.Migration):
@@ -27,4 +18,4 @@ class Migration(migrations.Migration):
         ("django_rq", "0003_alter_dashboard_permission_names"),
     ]
 
-    operations = [migrations.RunPython(roles_create, migrations.RunPython.noop)]
+    operations = [migrations.RunPython(migrations.RunPython.noop, migrations.RunPython.noop)]

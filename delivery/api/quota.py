@@ -13,7 +13,7 @@ import math
 
 import redis
 
-from whatsblast.redis import get_redis
+from whatsblast.core.redis import get_redis
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 import redis
@@ -18,18 +17,16 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from campaigns.models import PhoneNumber, Template, TemplateStatus
-from delivery import dispatch
 from delivery.api.errors import ApiProblem
+from delivery.api.keys import api_key_allows
 from delivery.api.template_params import params_for_template
 from delivery.api.validation import MessageRequest
-from delivery.apikeys import api_key_allows
+from delivery.engine import dispatch
 from delivery.messages import transactional_message_insert
 from delivery.models import ApiKey, Message, MessageKind
+from delivery.service_windows import service_window_open
 
 logger = logging.getLogger(__name__)
-
-# Meta's customer-service window: free-form messages only within 24 h of the user's last one.
-SERVICE_WINDOW = timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -151,13 +148,7 @@ def _template_for(number: PhoneNumber, request: MessageRequest) -> tuple[Templat
 
 
 def _service_window_check(number: PhoneNumber, to: str) -> None:
-    from webhooks.models import InboundMessage
-
-    # Served by inbound_from_idx (from_phone, -sent_at).
-    since = timezone.now() - SERVICE_WINDOW
-    if not InboundMessage.objects.filter(
-        from_phone=to, phone_number=number, sent_at__gte=since
-    ).exists():
+    if not service_window_open(phone_number_id=number.pk, user=to):
         raise ApiProblem(
             422,
             "outside_service_window",

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from campaigns.models import PhoneNumber, Template
-from delivery.apikeys import api_key_create
+from delivery.api.keys import api_key_create
 from delivery.models import ApiKey
 from tests.api.support import Api
 from tests.factories import make_phone_number, make_template

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from delivery.apikeys import api_key_authenticate, api_key_create, api_key_revoke
+from delivery.api.keys import api_key_authenticate, api_key_create, api_key_revoke
 from delivery.models import ApiKey, Message
 from tests.api.support import Api, template_body
 

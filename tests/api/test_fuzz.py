@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from delivery.apikeys import api_key_create
+from delivery.api.keys import api_key_create
 from tests.api.support import DOCUMENT, Api
 from tests.factories import make_phone_number, make_template
 

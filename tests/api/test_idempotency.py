@@ -8,7 +8,7 @@ import django_rq
 import pytest
 from django.db import connection
 
-from delivery.apikeys import api_key_create
+from delivery.api.keys import api_key_create
 from delivery.models import Message, MessageStatus
 from tests.api.support import Api, template_body
 from tests.engine_support import number_on, running_simulator, work_burst
@@ -86,7 +86,7 @@ def test_the_send_is_queued_once_on_the_transactional_queue(
         api.send(template_body(number), idempotency_key="q")
     queue = django_rq.get_queue("transactional")
     assert queue.count == 1
-    assert queue.jobs[0].func_name == "delivery.jobs.transactional_send_job"
+    assert queue.jobs[0].func_name == "whatsblast.jobs.transactional_send_job"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -9,7 +9,7 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 
-from delivery.apikeys import api_key_authenticate, key_sha256
+from delivery.api.keys import api_key_authenticate, key_sha256
 from delivery.models import ApiKey
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +85,7 @@ def test_the_admin_refuses_a_key_without_scope(admin_client) -> None:
 
 
 def test_the_admin_revoke_action(admin_client, number) -> None:
-    from delivery.apikeys import api_key_create
+    from delivery.api.keys import api_key_create
 
     api_key, raw = api_key_create(name="old", phone_number_ids=[number.phone_number_id])
     response = admin_client.post(

@@ -13,7 +13,7 @@ from django.test import Client, override_settings
 from openapi_spec_validator import validate
 
 from delivery.api import openapi
-from delivery.apikeys import api_key_create, api_key_revoke
+from delivery.api.keys import api_key_create, api_key_revoke
 from tests.api.support import DOCUMENT, Api, response_check, template_body
 
 pytestmark = pytest.mark.django_db

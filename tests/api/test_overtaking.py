@@ -13,12 +13,12 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from campaigns.launch import campaign_start
-from delivery.apikeys import api_key_create
+from delivery.api.keys import api_key_create
+from delivery.campaigns.launch import campaign_start
 from delivery.models import Message, MessageStatus
 from tests.engine_support import campaign_on, number_on, running_simulator
 from tests.factories import make_template
-from whatsblast.processes import ProcessGroup, service_environment
+from whatsblast.core.processes import ProcessGroup, service_environment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

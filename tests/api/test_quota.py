@@ -7,8 +7,8 @@ import time
 import pytest
 from django.test import override_settings
 
+from delivery.api.keys import api_key_create
 from delivery.api.quota import quota_take
-from delivery.apikeys import api_key_create
 from delivery.models import Message
 from tests.api.support import Api, template_body
 

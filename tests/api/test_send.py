@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from delivery.apikeys import api_key_create
+from delivery.api.keys import api_key_create
 from delivery.models import Message, MessageKind
+from delivery.service_windows import service_windows_record
 from tests.api.support import Api, template_body
 from tests.engine_support import number_on, running_simulator, work_burst
 from tests.factories import make_template
@@ -58,6 +59,9 @@ def test_a_text_inside_the_service_window_is_sent_as_text() -> None:
             sent_at=timezone.now() - timedelta(minutes=3),
             phone_number=number,
             payload={},
+        )
+        service_windows_record(
+            [(number.pk, "+5511987650001", timezone.now() - timedelta(minutes=3))]
         )
         body = {
             "phone_number_id": number.phone_number_id,

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from delivery.apikeys import api_key_create
+from delivery.api.keys import api_key_create
 from delivery.models import MessageStatus
 from tests.api.support import Api, template_body
 from tests.engine_support import number_on, running_simulator, work_burst

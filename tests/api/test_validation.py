@@ -10,6 +10,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from delivery.models import Message
+from delivery.service_windows import service_windows_record
 from tests.api.support import Api, template_body
 from tests.factories import make_template
 from webhooks.models import InboundMessage
@@ -171,8 +172,8 @@ def test_a_declared_length_over_the_cap_is_413_before_reading(owner_key) -> None
 
     from django.test import RequestFactory
 
-    from delivery.api.views import messages
     from tests.api.support import response_check
+    from whatsblast.views.api import messages
 
     request = RequestFactory().post(
         "/api/v1/messages",
@@ -404,6 +405,8 @@ def test_an_authentication_templates_code_button_takes_the_code(api, number) -> 
 
 
 def inbound(number, *, from_phone: str, ago: timedelta) -> InboundMessage:
+    """A message the user sent, recorded as the webhook applier records it."""
+    service_windows_record([(number.pk, from_phone, timezone.now() - ago)])
     return InboundMessage.objects.create(
         wamid=f"wamid.in.{from_phone}.{ago.total_seconds()}",
         from_phone=from_phone,

@@ -10,9 +10,9 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection
 
-from campaigns.importers import ImportFileError
+from campaigns.audience.importing import ContactImportResult, contacts_import
+from campaigns.audience.rows import ImportFileError
 from campaigns.models import Contact, ContactList, ListMembership
-from campaigns.services import ContactImportResult, contacts_import
 from tests.factories import make_contact, make_contact_list
 
 pytestmark = pytest.mark.django_db

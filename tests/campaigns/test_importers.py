@@ -11,22 +11,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from campaigns.importers import (
+from campaigns.audience.batches import contact_batches, copy_payload
+from campaigns.audience.encodings import sniff_delimiter
+from campaigns.audience.phones import (
     INVALID_PHONE,
     MISSING_PHONE,
     NOT_POSSIBLE,
     NOT_VALID,
-    ContactReader,
-    ContactRow,
-    ImportFileError,
     PhoneNormaliser,
-    ReadAhead,
-    Rejection,
-    contact_batches,
-    copy_payload,
-    sniff_delimiter,
-    spreadsheet_safe,
 )
+from campaigns.audience.read_ahead import ReadAhead
+from campaigns.audience.readers import ContactReader
+from campaigns.audience.rejects import spreadsheet_safe
+from campaigns.audience.rows import ContactRow, ImportFileError, Rejection
 
 
 def read(path: Path, **options: str) -> tuple[ContactReader, list[ContactRow | Rejection]]:

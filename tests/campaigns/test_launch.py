@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from campaigns.launch import LaunchError, campaign_start
 from campaigns.models import CampaignStatus, TemplateCategory, TemplateStatus
+from delivery.campaigns.launch import LaunchError, campaign_start
 from delivery.models import Message, MessageStatus
 from tests.factories import (
     make_campaign,

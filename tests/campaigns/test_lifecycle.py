@@ -4,15 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from campaigns.launch import campaign_start
-from campaigns.lifecycle import (
-    LifecycleError,
-    campaign_cancel,
-    campaign_pause,
-    campaign_resume,
-    campaigns_pause_for,
-)
 from campaigns.models import CampaignStatus
+from campaigns.state import LifecycleError, campaign_pause, campaigns_pause_for
+from delivery.campaigns.launch import campaign_start
+from delivery.campaigns.lifecycle import campaign_cancel, campaign_resume
 from delivery.models import Message, MessageStatus
 from tests.factories import make_campaign, make_contact, make_contact_list
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from campaigns.params import ParamMappingError, mapping_validate, params_render
+from campaigns.catalogue.params import ParamMappingError, mapping_validate, params_render
 from tests.factories import make_account, make_contact, make_template
 
 pytestmark = pytest.mark.django_db

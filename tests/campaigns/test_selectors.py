@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from campaigns.selectors import campaign_progress
+from delivery.campaigns.progress import campaign_progress
 from tests.factories import make_campaign, make_message
 
 pytestmark = pytest.mark.django_db

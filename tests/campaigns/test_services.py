@@ -5,15 +5,11 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
+from campaigns.catalogue.numbers import phone_number_add
+from campaigns.catalogue.params import template_params_parse
+from campaigns.catalogue.templates import template_add
+from campaigns.drafts import campaign_create, param_mapping_from_specs, param_mapping_validate
 from campaigns.models import BusinessAccount, CampaignStatus, TemplateStatus
-from campaigns.services import (
-    campaign_create,
-    param_mapping_from_specs,
-    param_mapping_validate,
-    phone_number_add,
-    template_add,
-    template_params_parse,
-)
 from tests.factories import make_account, make_contact_list, make_phone_number, make_template
 
 pytestmark = pytest.mark.django_db

@@ -14,19 +14,19 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.test import override_settings
 
-from campaigns.launch import LaunchError, campaign_start
-from campaigns.models import BusinessAccount, CampaignStatus, Template, TemplateStatus
-from campaigns.params import (
+from campaigns.catalogue.components import components_parse
+from campaigns.catalogue.params import (
     ParamMappingError,
     mapping_validate,
     params_render,
     params_sql,
     template_param_slots,
 )
-from campaigns.services import campaign_create, param_mapping_from_specs, param_mapping_validate
-from campaigns.template_components import components_parse
-from campaigns.templates_sync import templates_sync
-from delivery.cloud_api import build_components
+from campaigns.drafts import campaign_create, param_mapping_from_specs, param_mapping_validate
+from campaigns.models import BusinessAccount, CampaignStatus, Template, TemplateStatus
+from delivery.campaigns.launch import LaunchError, campaign_start
+from delivery.cloud.client import build_components
+from delivery.cloud.template_sync import templates_sync
 from delivery.models import Message
 from tests.engine_support import number_on, running_simulator, work_burst
 from tests.factories import (

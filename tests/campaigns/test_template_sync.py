@@ -15,8 +15,7 @@ from django.contrib.messages.storage.fallback import FallbackStorage
 from django.core.management import CommandError, call_command
 from django.test import RequestFactory
 
-from campaigns.admin import BusinessAccountAdmin
-from campaigns.jobs import template_sync_all_job, template_sync_schedule
+from campaigns.catalogue.components import components_parse
 from campaigns.models import (
     BusinessAccount,
     CampaignStatus,
@@ -25,13 +24,14 @@ from campaigns.models import (
     Template,
     TemplateStatus,
 )
-from campaigns.template_components import components_parse
-from campaigns.templates_sync import sync_error_text, templates_sync
-from delivery.cloud_api import parse_template_page
-from delivery.maintenance import maintenance_tick
+from delivery.cloud.client import parse_template_page
+from delivery.cloud.template_sync import sync_error_text, template_sync_schedule, templates_sync
 from delivery.simulator.server import SimulatorServer
 from tests.engine_support import running_simulator
 from tests.factories import make_account, make_campaign, make_phone_number, make_template
+from whatsblast.admin.catalogue import BusinessAccountAdmin
+from whatsblast.jobs import template_sync_all_job
+from whatsblast.tick import maintenance_tick
 
 pytestmark = pytest.mark.django_db
 
@@ -366,7 +366,7 @@ def test_the_periodic_sync_is_enqueued_once_per_interval_and_syncs_every_account
     assert maintenance_tick()["templates_sync_queued"] is True
     assert template_sync_schedule() is False  # the next ticks within the interval
     queue = django_rq.get_queue("maintenance")
-    assert [job.func_name for job in queue.get_jobs()] == ["campaigns.jobs.template_sync_all_job"]
+    assert [job.func_name for job in queue.get_jobs()] == ["whatsblast.jobs.template_sync_all_job"]
     reports = template_sync_all_job()
     assert sorted((r["waba_id"], r["listed"]) for r in reports) == sorted(
         [(first.waba_id, 1), (second.waba_id, 1)]

@@ -12,9 +12,8 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
-from campaigns.importers import ImportFileError
-from campaigns.models import Contact, ContactUpload, ContactUploadStatus
-from campaigns.upload import (
+from campaigns.audience.rows import ImportFileError
+from campaigns.audience.uploads import (
     _ProgressWriter,
     contact_file_preview,
     contact_upload_create,
@@ -23,6 +22,7 @@ from campaigns.upload import (
     contact_upload_rejects_path,
     upload_dir,
 )
+from campaigns.models import Contact, ContactUpload, ContactUploadStatus
 from tests.engine_support import work_burst
 from tests.factories import make_contact_list
 

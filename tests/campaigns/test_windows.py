@@ -22,17 +22,13 @@ from django.utils import timezone
 from phonenumbers import PhoneNumberType
 from phonenumbers import timezone as pn_timezone
 
-from campaigns.launch import campaign_start
+from campaigns.drafts import campaign_create
 from campaigns.models import Campaign, CampaignStatus, TemplateCategory
-from campaigns.services import campaign_create
-from campaigns.window_schedule import (
-    WindowGuard,
-    campaign_share_rate,
-    campaign_window_eta,
-    recipients_by_zone,
-)
-from campaigns.windows import SendWindow, wall_instant, window_eta
-from campaigns.zones import phone_zones, recipient_zone, zone_sql, zone_tables_load
+from campaigns.windows.daily import SendWindow, wall_instant, window_eta
+from campaigns.windows.zones import phone_zones, recipient_zone, zone_sql, zone_tables_load
+from delivery.campaigns.launch import campaign_start
+from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta, recipients_by_zone
+from delivery.engine.window_guard import WindowGuard
 from delivery.messages import claim_campaign_batch
 from delivery.models import Message
 from tests.engine_support import number_on, running_simulator, work_burst
@@ -396,7 +392,7 @@ def test_the_engine_sends_only_inside_each_recipients_window() -> None:
         assert sent == {"+5511987650001", "+5511987650002"}
         # A retry that falls due at night in Tokyo is held again, not sent.
         Message.objects.filter(to="+81312340001").update(next_attempt_at=timezone.now())
-        from delivery.dispatch import campaign_kick
+        from delivery.engine.dispatch import campaign_kick
 
         campaign_kick(campaign_id=campaign.pk)
         work_burst()

@@ -9,8 +9,9 @@ from pathlib import Path
 import openpyxl
 import pytest
 
-from campaigns.importers import ImportFileError, _xlsx_rows
-from campaigns.xlsx_head import xlsx_head
+from campaigns.audience.readers import _xlsx_rows
+from campaigns.audience.rows import ImportFileError
+from campaigns.audience.xlsx_head import xlsx_head
 
 
 def through_openpyxl(path: Path, rows: int) -> list[list[str]]:

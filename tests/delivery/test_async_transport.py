@@ -6,9 +6,9 @@ import socket
 
 import pytest
 
-from delivery.async_transport import AsyncTransport
-from delivery.cloud_api import Accepted, ApiError, CloudApiClient, SendRequest
-from delivery.outcomes import Outcome, classify
+from delivery.cloud.client import Accepted, ApiError, CloudApiClient, SendRequest
+from delivery.cloud.outcomes import Outcome, classify
+from delivery.cloud.transport import AsyncTransport
 from delivery.simulator.config import SimConfig
 from delivery.simulator.server import SimulatorServer
 

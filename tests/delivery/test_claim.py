@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from campaigns.launch import campaign_start
+from delivery.campaigns.launch import campaign_start
 from delivery.messages import claim_campaign_batch, claim_message, release_messages
 from delivery.models import Message, MessageStatus
 from tests.factories import make_campaign, make_contact, make_contact_list

@@ -16,8 +16,8 @@ from django.test import override_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delivery import cloud_api
-from delivery.cloud_api import (
+from delivery.cloud import client as cloud_api
+from delivery.cloud.client import (
     Accepted,
     ApiError,
     CloudApiClient,

@@ -9,11 +9,11 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.test import override_settings
 
-from campaigns.launch import campaign_start
 from campaigns.models import CampaignStatus
+from delivery.campaigns.launch import campaign_start
 from delivery.dead_letters import dead_letter_discard, dead_letter_request, dead_letter_requeue
+from delivery.engine.reconcile import reconcile
 from delivery.models import DeadLetter, Message, MessageKind, SupportAction
-from delivery.reconcile import reconcile
 from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
 from tests.factories import make_campaign, make_message
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from django.test import override_settings
 
-from campaigns.launch import campaign_start
-from campaigns.lifecycle import campaign_pause, campaign_resume
 from campaigns.models import CampaignStatus, PhoneNumber
+from campaigns.state import campaign_pause
+from delivery.campaigns.launch import campaign_start
+from delivery.campaigns.lifecycle import campaign_resume
+from delivery.engine.reconcile import reconcile
 from delivery.models import DeadLetter, Message, MessageStatus
-from delivery.reconcile import reconcile
 from tests.engine_support import (
     campaign_on,
     max_per_second,
@@ -61,7 +62,7 @@ def test_throttling_pauses_the_number_and_loses_nothing() -> None:
         for _ in range(20):
             work_burst()
             reconcile()
-            from delivery.maintenance import maintenance_tick
+            from whatsblast.tick import maintenance_tick
 
             maintenance_tick()
             if statuses(campaign).get("sent") == 120:
@@ -105,7 +106,7 @@ def test_5xx_is_retried_with_backoff_then_dead_lettered() -> None:
             Message.objects.filter(campaign=campaign, status="pending").update(
                 next_attempt_at=timezone.now()
             )
-            from delivery.dispatch import campaign_kick
+            from delivery.engine.dispatch import campaign_kick
 
             campaign_kick(campaign_id=campaign.pk)
         work_burst()
@@ -131,18 +132,16 @@ def test_read_timeouts_end_unknown_and_are_settled_by_evidence_not_resent() -> N
         work_burst()
         assert statuses(campaign) == {"unknown": 5}
         # Webhook evidence (a `sent` status carrying our id) arrives for three of them.
-        from django.db import connection
+        from delivery.messages import MessageUpdate, status_updates_apply
 
         proven = list(
             Message.objects.filter(campaign=campaign)
             .order_by("id")
             .values_list("id", flat=True)[:3]
         )
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "UPDATE delivery_message SET status='sent' WHERE id = ANY(%s) AND status='unknown'",
-                [proven],
-            )
+        status_updates_apply(
+            [MessageUpdate(message_id, "sent", None, *([None] * 10)) for message_id in proven]
+        )
         import time
 
         time.sleep(1.1)

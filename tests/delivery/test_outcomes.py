@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delivery.cloud_api import Accepted, ApiError
-from delivery.outcomes import (
+from delivery.cloud.client import Accepted, ApiError
+from delivery.cloud.outcomes import (
     CODE_OUTCOMES,
     TRANSIENT_CODES,
     UNKNOWN_CODE_OUTCOME,

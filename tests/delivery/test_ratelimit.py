@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from delivery.ratelimit import TokenBucket, TrafficClass
+from delivery.engine.ratelimit import TokenBucket, TrafficClass
 
 
 def drain(bucket: TokenBucket, traffic: TrafficClass, seconds: float) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from delivery.ratelimit import TokenBucket, TrafficClass
+from delivery.engine.ratelimit import TokenBucket, TrafficClass
 
 
 def _grants(bucket: TokenBucket, traffic: TrafficClass, seconds: float) -> list[tuple[float, int]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from delivery.reach import reach_admit, reach_used
+from delivery.engine.reach import reach_admit, reach_used
 
 
 def test_new_users_are_admitted_until_the_limit() -> None:

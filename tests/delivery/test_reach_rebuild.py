@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from delivery.reach import reach_admit, reach_from_table, reach_key, reach_used
+from delivery.engine.reach import reach_admit, reach_from_table, reach_key, reach_used
 from tests.factories import make_account, make_campaign, make_message, make_phone_number
 
 pytestmark = pytest.mark.django_db

@@ -8,11 +8,11 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from campaigns.launch import campaign_start
 from campaigns.models import AmbiguousSendPolicy, CampaignStatus
+from delivery.campaigns.launch import campaign_start
+from delivery.engine.reconcile import reconcile
 from delivery.messages import claim_campaign_batch
 from delivery.models import Message, MessageStatus
-from delivery.reconcile import reconcile
 from tests.factories import make_campaign, make_contact, make_contact_list
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -7,12 +7,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from campaigns.launch import campaign_start
 from campaigns.models import Campaign, CampaignStatus, Template, TemplateStatus
-from delivery.maintenance import maintenance_tick
+from delivery.campaigns.launch import campaign_start
 from delivery.models import Message
 from tests.engine_support import work_burst
 from tests.factories import make_campaign, make_contact, make_contact_list
+from whatsblast.tick import maintenance_tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

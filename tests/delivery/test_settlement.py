@@ -7,13 +7,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from campaigns.launch import campaign_start
 from campaigns.models import Contact
-from delivery.cloud_api import Accepted, ApiError
+from delivery.campaigns.launch import campaign_start
+from delivery.cloud.client import Accepted, ApiError
+from delivery.cloud.outcomes import classify
+from delivery.engine.settle import Effects, RetryPolicy, settle
 from delivery.messages import claim_campaign_batch, settlements_record
 from delivery.models import DeadLetter, Message, MessageStatus
-from delivery.outcomes import classify
-from delivery.settle import Effects, RetryPolicy, settle
 from tests.factories import make_campaign, make_contact, make_contact_list
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,8 +15,8 @@ import pytest
 from django.db.models import Count
 from django.test import override_settings
 
-from campaigns.launch import campaign_start
 from campaigns.models import CampaignStatus
+from delivery.campaigns.launch import campaign_start
 from delivery.models import Message, MessageStatus
 from tests.engine_support import (
     campaign_on,
@@ -24,7 +24,7 @@ from tests.engine_support import (
     number_on,
     running_simulator,
 )
-from whatsblast.processes import ProcessGroup, service_environment
+from whatsblast.core.processes import ProcessGroup, service_environment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

@@ -333,7 +333,7 @@ class Cluster:
     """The web server, workers and ticker, supervised the way systemd would (Restart=always)."""
 
     def __init__(self, run: Run, env: dict[str, str]) -> None:
-        from whatsblast.processes import ProcessGroup, free_port
+        from whatsblast.core.processes import ProcessGroup, free_port
 
         self.run = run
         self.env = env
@@ -351,7 +351,7 @@ class Cluster:
         self.groups[group].manage(name, *args)
 
     def start_web(self) -> str:
-        from whatsblast.processes import wait_for_http
+        from whatsblast.core.processes import wait_for_http
 
         self.specs["web"] = ("a", ())
         self.groups["a"].start(
@@ -432,7 +432,7 @@ def busy_campaign_worker(redis_url: str, cluster: Cluster) -> str | None:
     from rq.job import Job
     from rq.serializers import JSONSerializer
 
-    from delivery.slots import slot_key
+    from delivery.engine.slots import slot_key
 
     conn = redis.Redis.from_url(redis_url)
     pids = {}
@@ -467,8 +467,8 @@ def scenario(plan: Plan, base_dir: Path) -> dict[str, Any]:
     env = run.start_services()
     run.setup_django()
 
-    from campaigns.launch import campaign_start
-    from whatsblast.processes import free_port, wait_for_http
+    from delivery.campaigns.launch import campaign_start
+    from whatsblast.core.processes import free_port, wait_for_http
 
     cluster = Cluster(run, env)
     result: dict[str, Any] = {}

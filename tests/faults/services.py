@@ -198,7 +198,7 @@ class PrivateRedis:
         return f"unix://{self.socket}?db=0"
 
     def start(self, timeout: float = 15.0) -> PrivateRedis:
-        from whatsblast.embedded import redis_server_binary
+        from whatsblast.core.embedded import redis_server_binary
 
         self.directory.mkdir(parents=True, exist_ok=True)
         if self.socket.exists():

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from django.test import override_settings
 
-from campaigns.launch import campaign_start
+from delivery.campaigns.launch import campaign_start
 from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
 from tests.observability.support import scrape
 from tests.webhooks.support import APP_SECRET, URL, fixture_bytes, sign

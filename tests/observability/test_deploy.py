@@ -15,7 +15,7 @@ import pytest
 import requests
 from django.core.management import get_commands
 
-from whatsblast.processes import ProcessGroup, free_port, service_environment, wait_for_http
+from whatsblast.core.processes import ProcessGroup, free_port, service_environment, wait_for_http
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 DEPLOY = BASE_DIR / "deploy"

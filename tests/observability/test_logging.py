@@ -15,14 +15,14 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from whatsblast.logging import (
+from whatsblast.core.logging import (
     JsonFormatter,
     PhoneMaskFilter,
     SecretRedactFilter,
     logging_config,
     phone_mask,
 )
-from whatsblast.processes import service_environment
+from whatsblast.core.processes import service_environment
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 
@@ -126,7 +126,7 @@ def test_a_bad_log_format_fails_at_start() -> None:
 def test_a_management_command_logs_json_lines_when_asked(settings) -> None:
     """The settings wiring: LOG_FORMAT=json makes every line of a real process parse."""
     code = (
-        "import logging; log = logging.getLogger('delivery.sender'); "
+        "import logging; log = logging.getLogger('delivery.engine.sender'); "
         "log.warning('throttled for %s', '+5511912341234', extra={'campaign_id': 5}); "
         "logging.getLogger('django.request').error('Service Unavailable: /readyz')"
     )
@@ -146,7 +146,7 @@ def test_a_management_command_logs_json_lines_when_asked(settings) -> None:
         check=True,
     )
     records = [json.loads(line) for line in done.stderr.splitlines() if line.strip()]
-    assert [r["logger"] for r in records] == ["delivery.sender", "django.request"]
+    assert [r["logger"] for r in records] == ["delivery.engine.sender", "django.request"]
     assert records[0]["message"] == "throttled for +55119****1234"
     assert records[0]["campaign_id"] == 5
     assert "a-secret-key-that-must-not-appear" not in done.stderr

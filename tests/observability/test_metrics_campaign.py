@@ -16,13 +16,13 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from campaigns.launch import campaign_start
 from campaigns.models import CampaignStatus
-from delivery import dispatch
+from delivery.campaigns.launch import campaign_start
+from delivery.engine import dispatch
 from delivery.models import Message, MessageKind
 from tests.engine_support import campaign_on, number_on, running_simulator
 from tests.observability.support import Scrape, scrape
-from whatsblast.processes import ProcessGroup, service_environment
+from whatsblast.core.processes import ProcessGroup, service_environment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 

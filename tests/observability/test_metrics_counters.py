@@ -8,14 +8,15 @@ import pytest
 import redis
 from django.test import override_settings
 
-from delivery.cloud_api import Accepted, ApiError
+from delivery import metrics
+from delivery.cloud.client import Accepted, ApiError
 from delivery.messages import Settlement
+from delivery.metrics import SendMeter
 from tests.observability.support import scrape
 from tests.webhooks.support import APP_SECRET, URL, fixture_bytes, sign
 from webhooks.applier import events_drain
-from whatsblast.observability import metrics
-from whatsblast.observability.metrics import SendMeter
-from whatsblast.redis import get_redis
+from whatsblast.core import counters
+from whatsblast.core.redis import get_redis
 
 pytestmark = pytest.mark.django_db
 
@@ -56,9 +57,9 @@ class CountingPipelines(redis.Redis):
 
 @pytest.fixture(autouse=True)
 def metrics_writes_on():
-    metrics.writes_resume()
+    counters.writes_resume()
     yield
-    metrics.writes_resume()
+    counters.writes_resume()
 
 
 def test_a_flushed_batch_is_one_round_trip_and_every_series_adds_up(settings) -> None:

@@ -11,8 +11,8 @@ from django.utils import timezone
 from rq.serializers import JSONSerializer
 
 from campaigns.models import CampaignStatus
+from delivery.engine.ratelimit import TokenBucket
 from delivery.models import DeadLetter, Message, MessageKind
-from delivery.ratelimit import TokenBucket
 from tests.factories import (
     make_account,
     make_campaign,
@@ -22,7 +22,7 @@ from tests.factories import (
 )
 from tests.observability.support import scrape
 from webhooks.models import WebhookEvent
-from whatsblast.redis import get_redis
+from whatsblast.core.redis import get_redis
 
 pytestmark = pytest.mark.django_db
 
@@ -155,9 +155,9 @@ def test_rq_queue_depth_by_state() -> None:
     # Plain RQ queues: django-rq's would wait for a commit this test never makes.
     queue = rq.Queue("transactional", connection=get_redis(), serializer=JSONSerializer)
     for message_id in (1, 2, 3):
-        queue.enqueue("delivery.jobs.transactional_send_job", message_id)
+        queue.enqueue("whatsblast.jobs.transactional_send_job", message_id)
     rq.Queue("maintenance", connection=get_redis(), serializer=JSONSerializer).enqueue_in(
-        timedelta(minutes=5), "delivery.jobs.maintenance_tick_job"
+        timedelta(minutes=5), "whatsblast.jobs.maintenance_tick_job"
     )
 
     metrics = scrape()

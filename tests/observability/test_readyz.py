@@ -12,7 +12,7 @@ from django.test import Client, override_settings
 from django.utils import timezone
 
 from webhooks.models import WebhookEvent
-from whatsblast.processes import ProcessGroup, free_port, service_environment
+from whatsblast.core.processes import ProcessGroup, free_port, service_environment
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -125,7 +125,7 @@ def test_access_token_never_appears_in_admin_pages(admin_client: Client) -> None
 
 
 def test_access_token_never_appears_in_logs_of_a_failed_send(caplog: Any) -> None:
-    from delivery.cloud_api import CloudApiClient, SendRequest
+    from delivery.cloud.client import CloudApiClient, SendRequest
 
     caplog.set_level(logging.DEBUG)
     client = CloudApiClient(api_version="v23.0", connect_timeout=0.2, read_timeout=0.2)

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from campaigns.importers import ImportFileError
+from campaigns.audience.importing import contacts_import
+from campaigns.audience.rows import ImportFileError
 from campaigns.models import Contact
-from campaigns.services import contacts_import
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

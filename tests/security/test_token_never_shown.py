@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from campaigns.roles import MARKETING, OPERATORS, SUPPORT
 from tests.ui.crawl import Page, admin_crawl, world_populate
 from tests.ui.support import SUPERUSER, role_or_superuser
+from whatsblast.auth.roles import MARKETING, OPERATORS, SUPPORT
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from django.test import Client
 from django.utils import timezone
 
 from campaigns.models import ContactUpload, ContactUploadStatus
-from delivery.apikeys import api_key_create
+from delivery.api.keys import api_key_create
 from delivery.models import Message, MessageKind
 from tests.factories import (
     make_account,

@@ -8,9 +8,9 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 
 from campaigns.models import Campaign
-from campaigns.roles import MARKETING, OPERATORS, SUPPORT, roles_sync
 from delivery.models import DeadLetter, Message
 from tests.factories import make_campaign, make_message
+from whatsblast.auth.roles import MARKETING, OPERATORS, SUPPORT, roles_sync
 
 PASSWORD = "correct-horse-battery-staple"  # noqa: S105
 

@@ -11,10 +11,10 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from campaigns.roles import SUPPORT
 from delivery.models import DeadLetter, SupportAction
 from tests.factories import make_campaign, make_phone_number
 from tests.ui.support import dead_message, message_status, role_user
+from whatsblast.auth.roles import SUPPORT
 
 pytestmark = pytest.mark.django_db
 

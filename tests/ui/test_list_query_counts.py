@@ -32,10 +32,10 @@ from campaigns.models import (
     PhoneNumber,
     Template,
 )
-from campaigns.roles import MARKETING, SUPPORT
 from delivery.models import ApiKey, DeadLetter, Message, SupportAction
 from tests.ui.support import role_user
 from webhooks.models import AsyncError, InboundMessage, UnmatchedStatus, WebhookEvent
+from whatsblast.auth.roles import MARKETING, SUPPORT
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from campaigns.login_throttle import login_blocked_for
+from whatsblast.auth.login_throttle import login_blocked_for
 
 pytestmark = pytest.mark.django_db
 

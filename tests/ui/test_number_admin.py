@@ -12,13 +12,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from campaigns.models import PhoneNumber
-from campaigns.roles import OPERATORS
+from delivery.engine.sender import number_bucket
 from delivery.models import Message, MessageKind
 from delivery.numbers import TEST_SEND_KEY_NAME
-from delivery.sender import number_bucket
 from tests.engine_support import number_on, running_simulator, work_burst
 from tests.factories import make_account, make_phone_number, make_template
 from tests.ui.support import role_user
+from whatsblast.auth.roles import OPERATORS
 
 pytestmark = pytest.mark.django_db
 
@@ -103,7 +103,7 @@ def test_pausing_in_the_form_holds_every_worker_and_resume_lets_go(operator: Cli
 
 def test_resume_also_lifts_the_limiter_hold_after_throttling(operator: Client) -> None:
     number = make_phone_number()
-    number_bucket(number).pause(20)  # what delivery.adaptive does after 130429
+    number_bucket(number).pause(20)  # what delivery.engine.adaptive does after 130429
     assert "holds sends for 20 s more" in operator.get(change_url(number)).content.decode()
 
     operator.post(

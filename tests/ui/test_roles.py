@@ -11,10 +11,10 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
-from campaigns.roles import MARKETING, OPERATORS, SUPPORT, role_grant, roles_sync
 from delivery.models import DeadLetter
 from tests.factories import make_contact_list, make_phone_number
 from tests.ui.support import dead_message, message_status, role_user
+from whatsblast.auth.roles import MARKETING, OPERATORS, SUPPORT, role_grant, roles_sync
 
 pytestmark = pytest.mark.django_db
 

@@ -11,10 +11,10 @@ from django.test import Client
 from django.urls import reverse
 
 from campaigns.models import Contact, ContactUpload
-from campaigns.roles import MARKETING
 from tests.engine_support import work_burst
 from tests.factories import make_contact_list
 from tests.ui.support import role_user
+from whatsblast.auth.roles import MARKETING
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ from tests.factories import (
 
 
 def launch_permission() -> Permission:
-    """campaigns.launch_campaign (campaigns.roles creates it; flushes between transactional
+    """campaigns.launch_campaign (whatsblast.auth.roles creates it; flushes between transactional
     tests remove it, so it is made again here)."""
     content_type = ContentType.objects.get_for_model(Campaign)
     permission, _ = Permission.objects.get_or_create(

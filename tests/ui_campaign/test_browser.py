@@ -22,11 +22,11 @@ from django.test import override_settings
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, ContactList
-from campaigns.roles import MARKETING, role_grant, roles_sync
 from delivery.models import Message
 from tests.engine_support import number_on, running_simulator
 from tests.factories import make_contact_list, make_template
-from whatsblast.processes import ProcessGroup, service_environment
+from whatsblast.auth.roles import MARKETING, role_grant, roles_sync
+from whatsblast.core.processes import ProcessGroup, service_environment
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.browser]
 

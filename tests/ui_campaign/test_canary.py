@@ -9,15 +9,15 @@ from django.db.models import Count
 from django.test import override_settings
 from django.utils import timezone
 
-from campaigns import canary
-from campaigns.canary import HOLD_AT, CanaryTally, canary_judge
-from campaigns.launch import campaign_start
-from campaigns.lifecycle import campaign_resume
 from campaigns.models import CampaignStatus, CanaryState
-from delivery.maintenance import maintenance_tick
+from delivery.campaigns import canary
+from delivery.campaigns.canary import HOLD_AT, CanaryTally, canary_judge
+from delivery.campaigns.launch import campaign_start
+from delivery.campaigns.lifecycle import campaign_resume
 from delivery.models import Message
 from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
 from tests.factories import make_campaign
+from whatsblast.tick import maintenance_tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -150,7 +150,7 @@ def test_the_verdict_waits_for_delivery_reports_but_fails_as_soon_as_it_cannot_p
 def test_a_windowed_canary_waits_for_its_window_and_the_rest_for_the_verdict() -> None:
     from datetime import UTC, datetime, time
 
-    from campaigns.canary import canary_release
+    from delivery.campaigns.canary import canary_release
 
     with running_simulator() as sim:
         number = number_on(sim, rate=50)

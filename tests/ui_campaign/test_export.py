@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from campaigns.exports import campaign_results_rows
+from delivery.campaigns.exports import campaign_results_rows
 from tests.factories import make_campaign, make_contact, make_message
 
 pytestmark = pytest.mark.django_db

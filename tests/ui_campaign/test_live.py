@@ -7,11 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from campaigns.charts import rate_chart_svg
-from campaigns.live import campaign_live, campaign_live_forget
 from campaigns.models import CampaignStatus
-from campaigns.selectors import campaign_send_rate_series, series_span
+from delivery.campaigns.progress import campaign_send_rate_series, series_span
 from tests.factories import make_campaign, make_message
+from whatsblast.admin.campaign_live import campaign_live, campaign_live_forget
+from whatsblast.admin.charts import rate_chart_svg
 
 pytestmark = pytest.mark.django_db
 

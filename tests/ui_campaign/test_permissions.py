@@ -113,7 +113,7 @@ def test_looking_needs_the_view_permission(django_user_model, campaign: Campaign
 
 
 def test_support_role_sees_but_cannot_launch(django_user_model, campaign: Campaign) -> None:
-    from campaigns.roles import SUPPORT, role_grant, roles_sync
+    from whatsblast.auth.roles import SUPPORT, role_grant, roles_sync
 
     roles_sync()
     django_user_model.objects.create_user("sue", password="pw")

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, time
 import pytest
 from django.utils import timezone
 
-from campaigns.launch import LaunchError, campaign_start, campaign_validate
 from campaigns.models import CampaignStatus, Contact, TemplateStatus
-from campaigns.preflight import ERROR, INFO, WARNING, campaign_preflight
-from delivery.reach import reach_admit
+from delivery.campaigns.launch import LaunchError, campaign_start, campaign_validate
+from delivery.campaigns.preflight import ERROR, INFO, WARNING, campaign_preflight
+from delivery.engine.reach import reach_admit
 from tests.factories import (
     make_account,
     make_campaign,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from campaigns.catalogue.preview import message_preview
 from campaigns.models import Contact
-from campaigns.preview import message_preview
 from tests.factories import make_account, make_template
 
 pytestmark = pytest.mark.django_db

@@ -9,14 +9,18 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from campaigns.launch import campaign_start
-from campaigns.lifecycle import LifecycleError
 from campaigns.models import CampaignStatus
-from campaigns.retry import RETRYABLE_CODES, campaign_retry_failed, campaign_retryable_count
-from delivery.maintenance import maintenance_tick
+from campaigns.state import LifecycleError
+from delivery.campaigns.launch import campaign_start
+from delivery.campaigns.retry import (
+    RETRYABLE_CODES,
+    campaign_retry_failed,
+    campaign_retryable_count,
+)
 from delivery.models import Message
 from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
 from tests.factories import make_campaign, make_contact, make_message
+from whatsblast.tick import maintenance_tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

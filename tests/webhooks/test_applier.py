@@ -114,7 +114,7 @@ def test_a_drain_out_of_budget_hands_over_to_a_new_job(
         report = events_drain(budget_seconds=0)
     assert report.events == 0
     jobs = django_rq.get_queue("maintenance").get_jobs()
-    assert [job.func_name for job in jobs] == ["webhooks.jobs.webhook_apply_job"]
+    assert [job.func_name for job in jobs] == ["whatsblast.jobs.webhook_apply_job"]
 
 
 @pytest.mark.django_db

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from delivery.cloud_api import Accepted, CloudApiClient, SendRequest
+from delivery.cloud.client import Accepted, CloudApiClient, SendRequest
 from delivery.models import STATUS_RANK, Message
 from delivery.simulator.config import SimConfig
 from delivery.simulator.server import SimulatorServer

@@ -10,9 +10,9 @@ import pytest
 from django.test import Client, RequestFactory
 
 from tests.webhooks.support import URL, VERIFY_TOKEN, fixture_bytes, sign
-from webhooks import views
 from webhooks.models import WebhookEvent, WebhookEventStatus
 from webhooks.services import DEBOUNCE_KEY
+from whatsblast.views import webhooks as views
 
 pytestmark = pytest.mark.django_db
 
@@ -188,4 +188,4 @@ def test_a_stored_event_schedules_one_applier_job_per_interval(
         with django_capture_on_commit_callbacks(execute=True):
             assert post(client, body, sign(body)).status_code == 200
     assert redis_conn.exists(DEBOUNCE_KEY)
-    assert [job.func_name for job in queue.get_jobs()] == ["webhooks.jobs.webhook_apply_job"]
+    assert [job.func_name for job in queue.get_jobs()] == ["whatsblast.jobs.webhook_apply_job"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import psycopg
 import redis
 
-from whatsblast import embedded
-from whatsblast.service_versions import redis_version_check
+from whatsblast.core import embedded
+from whatsblast.core.service_versions import redis_version_check
 
 
 def test_start_reuse_and_stop(tmp_path) -> None:

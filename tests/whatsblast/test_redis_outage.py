@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from campaigns.roles import MARKETING, OPERATORS, SUPPORT
-from delivery.apikeys import api_key_create
+from delivery.api.keys import api_key_create
 from delivery.models import Message
 from tests.ui.crawl import admin_crawl, world_populate
 from tests.ui.support import SUPERUSER, role_or_superuser
 from tests.webhooks.support import APP_SECRET, URL, meta_bytes, sign
 from webhooks.models import WebhookEvent
+from whatsblast.auth.roles import MARKETING, OPERATORS, SUPPORT
 
 pytestmark = pytest.mark.django_db
 

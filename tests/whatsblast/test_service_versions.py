@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from whatsblast.redis import get_redis
-from whatsblast.service_versions import (
+from whatsblast.core.redis import get_redis
+from whatsblast.core.service_versions import (
     MIN_POSTGRES,
     redis_server_describe,
     redis_version_check,

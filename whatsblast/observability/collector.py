@@ -1,7 +1,7 @@
 """The engine's Prometheus exporter: Redis counters and database gauges, read at scrape time.
 
 Nothing is held in this process: every scrape reads the counters the workers wrote to
-Redis (``whatsblast.observability.metrics``), the RQ queues, each number's bucket state,
+Redis (``delivery.metrics``, ``webhooks.metrics``), the RQ queues, each number's bucket state,
 and the PostgreSQL aggregates of ``queries``. Any web process on any host therefore
 answers the same, and a restart loses nothing. A source that fails is reported by
 ``whatsblast_collector_up{source=...} 0`` and its metrics are left out of that scrape.
@@ -26,11 +26,12 @@ from prometheus_client.core import (
 )
 
 from campaigns.models import TIER_LIMITS
-from delivery.ratelimit import TokenBucket
-from whatsblast.observability import metrics as m
+from delivery import metrics as send_metrics
+from delivery.engine.ratelimit import TokenBucket
+from webhooks import metrics as webhook_metrics
+from whatsblast.core.redis import get_redis
 from whatsblast.observability.queries import DatabaseSnapshot, database_snapshot
 from whatsblast.observability.readiness import describe_error, workers_alive
-from whatsblast.redis import get_redis
 
 logger = logging.getLogger(__name__)
 
@@ -214,11 +215,12 @@ def _number_metrics(snap: DatabaseSnapshot) -> Iterator[Metric]:
 def redis_metrics(conn: redis.Redis, snap: DatabaseSnapshot | None) -> Iterator[Metric]:
     """Counters, RQ queues and workers, and (with the number list) bucket state."""
     pipe = conn.pipeline(transaction=False)
-    for key in m.ALL_KEYS:
+    keys = (*send_metrics.KEYS, *webhook_metrics.KEYS)
+    for key in keys:
         pipe.hgetall(key)
-    raw = dict(zip(m.ALL_KEYS, (_hash(h) for h in pipe.execute()), strict=True))
+    raw = dict(zip(keys, (_hash(h) for h in pipe.execute()), strict=True))
     yield from _send_counters(raw)
-    yield from _webhook_counters(raw[m.WEBHOOKS_KEY])
+    yield from _webhook_counters(raw[webhook_metrics.WEBHOOKS_KEY])
     yield from _queue_metrics(conn)
     if snap is not None:
         yield from _bucket_metrics(conn, snap)
@@ -230,7 +232,7 @@ def _send_counters(raw: dict[str, dict[str, float]]) -> Iterator[Metric]:
         "Send attempts by number, traffic class and outcome",
         labels=["phone_number_id", "traffic", "outcome"],
     )
-    for field, value in sorted(raw[m.SENDS_KEY].items()):
+    for field, value in sorted(raw[send_metrics.SENDS_KEY].items()):
         sends.add_metric(field.rsplit("|", 2), value)
     yield sends
     errors = CounterMetricFamily(
@@ -238,7 +240,7 @@ def _send_counters(raw: dict[str, dict[str, float]]) -> Iterator[Metric]:
         "Failed sends by number and Meta error code (http_<status> or transport without one)",
         labels=["phone_number_id", "code"],
     )
-    for field, value in sorted(raw[m.ERRORS_KEY].items()):
+    for field, value in sorted(raw[send_metrics.ERRORS_KEY].items()):
         errors.add_metric(field.rsplit("|", 1), value)
     yield errors
     wait = CounterMetricFamily(
@@ -246,16 +248,16 @@ def _send_counters(raw: dict[str, dict[str, float]]) -> Iterator[Metric]:
         "Seconds senders spent short of tokens from the number's bucket",
         labels=["phone_number_id", "traffic"],
     )
-    for field, value in sorted(raw[m.TOKEN_WAIT_KEY].items()):
+    for field, value in sorted(raw[send_metrics.TOKEN_WAIT_KEY].items()):
         wait.add_metric(field.rsplit("|", 1), value)
     yield wait
-    yield _latency_histogram(raw[m.LATENCY_KEY])
+    yield _latency_histogram(raw[send_metrics.LATENCY_KEY])
     created = CounterMetricFamily(
         "whatsblast_dead_letters_created",
         "Messages whose retries ran out and became dead letters",
         labels=["phone_number_id"],
     )
-    for pnid, value in sorted(raw[m.DEAD_LETTERS_KEY].items()):
+    for pnid, value in sorted(raw[send_metrics.DEAD_LETTERS_KEY].items()):
         created.add_metric([pnid], value)
     yield created
 
@@ -270,7 +272,7 @@ def _latency_histogram(raw: dict[str, float]) -> Metric:
     for field, value in raw.items():
         pnid, part = field.rsplit("|", 1)
         per_number.setdefault(pnid, {})[part] = value
-    bounds = [*(repr(b) for b in m.LATENCY_BUCKETS), "+Inf"]
+    bounds = [*(repr(b) for b in send_metrics.LATENCY_BUCKETS), "+Inf"]
     for pnid, parts in sorted(per_number.items()):
         running, buckets = 0.0, []
         for index, bound in enumerate(bounds):
@@ -286,7 +288,7 @@ def _webhook_counters(raw: dict[str, float]) -> Iterator[Metric]:
         "Webhook POSTs: stored, duplicate (redelivered), rejected (malformed), forbidden",
         labels=["result"],
     )
-    for result in m.WEBHOOK_RECEIPTS:
+    for result in webhook_metrics.WEBHOOK_RECEIPTS:
         received.add_metric([result], raw.get(f"received|{result}", 0.0))
     yield received
     applied = CounterMetricFamily(

@@ -1,7 +1,7 @@
 """The checks behind ``/readyz``: can this deployment do its work right now?
 
 Each check returns a ``Check`` with ``ok`` and details safe to show anyone who can reach
-the endpoint: error texts pass through ``whatsblast.logging.redact`` (URL passwords,
+the endpoint: error texts pass through ``whatsblast.core.logging.redact`` (URL passwords,
 tokens and configured secrets never appear), and only the exception's class and message
 are kept.
 
@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
 
-from whatsblast.logging import redact
+from whatsblast.core.logging import redact
 
 _migrations_applied = False
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.ui.support import PASSWORD
-from whatsblast.processes import ProcessGroup, service_environment
+from whatsblast.core.processes import ProcessGroup, service_environment
 
 os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
 

@@ -16,11 +16,11 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from campaigns.models import Contact, ContactUpload
-from campaigns.roles import MARKETING
 from tests.factories import make_contact_list
 from tests.ui.browser.conftest import log_in, screenshot
 from tests.ui.support import role_user
-from whatsblast.processes import ProcessGroup
+from whatsblast.auth.roles import MARKETING
+from whatsblast.core.processes import ProcessGroup
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.browser]
 

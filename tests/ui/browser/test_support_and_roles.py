@@ -14,15 +14,15 @@ from typing import Any
 import pytest
 from django.test import override_settings
 
-from campaigns.launch import campaign_start
-from campaigns.roles import MARKETING, SUPPORT
+from delivery.campaigns.launch import campaign_start
+from delivery.engine.reconcile import reconcile
 from delivery.models import DeadLetter, Message, SupportAction
-from delivery.reconcile import reconcile
 from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
 from tests.factories import make_contact_list
 from tests.ui.browser.conftest import log_in, screenshot
 from tests.ui.support import role_user
-from whatsblast.processes import ProcessGroup
+from whatsblast.auth.roles import MARKETING, SUPPORT
+from whatsblast.core.processes import ProcessGroup
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.browser]
 

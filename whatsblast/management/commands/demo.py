@@ -23,12 +23,12 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from whatsblast.processes import (
-    ProcessGroup,
-    port_is_free,
-    service_environment,
-    wait_for_http,
-)
+from campaigns.audience.importing import contacts_import
+from campaigns.drafts import campaign_create
+from campaigns.models import BusinessAccount, Campaign, PhoneNumber, Template
+from delivery.campaigns.launch import campaign_start
+from delivery.campaigns.progress import campaign_progress
+from whatsblast.core.processes import ProcessGroup, port_is_free, service_environment, wait_for_http
 
 DEMO_NUMBER_ID = "100000000000001"
 DEMO_TOKEN = "demo-access-token"  # noqa: S105 - the simulator's token, not a real one
@@ -134,10 +134,6 @@ class Command(BaseCommand):
         group.check()
 
     def _prepare(self, options: dict[str, Any], sim: str) -> int:
-        from campaigns.launch import campaign_start
-        from campaigns.models import BusinessAccount, PhoneNumber, Template
-        from campaigns.services import campaign_create, contacts_import
-
         account, _ = BusinessAccount.objects.update_or_create(
             waba_id="demo-waba",
             defaults={"name": "Demo business", "messaging_limit_tier": "TIER_UNLIMITED"},
@@ -182,9 +178,6 @@ class Command(BaseCommand):
         return campaign.pk
 
     def _follow(self, campaign_id: int, group: ProcessGroup, stop: Any) -> None:
-        from campaigns.models import Campaign
-        from campaigns.selectors import campaign_progress
-
         while not stop():
             group.check()
             campaign = Campaign.objects.get(pk=campaign_id)

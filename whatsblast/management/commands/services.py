@@ -12,7 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from whatsblast import embedded
+from whatsblast.core import embedded
 
 
 class Command(BaseCommand):

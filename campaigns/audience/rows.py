@@ -1,0 +1,28 @@
+"""What a contact file yields: contacts, rejected rows, and the error that stops a file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+class ImportFileError(Exception):
+    """The file as a whole cannot be imported (empty, unreadable, no phone column...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContactRow:
+    line: int
+    phone: str
+    name: str
+    attributes: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    line: int
+    value: str
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "value": self.value, "reason": self.reason}

@@ -1,0 +1,167 @@
+"""The message a campaign would send, rendered for a few sample contacts while it is mapped.
+
+The create page asks after every change to the mapping. The params come from
+``campaigns.catalogue.params.params_render`` (what the launch renders in SQL), then go into the
+template's text the way WhatsApp shows it: ``{{1}}`` in the body replaced by the first
+body param, the header's placeholder by the header param, a URL button's ``{{1}}`` by its
+suffix. A mapping still being filled in renders too: a param not mapped yet shows as its
+placeholder, so the person sees what is left to map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+
+from campaigns.catalogue.params import (
+    ParamMappingError,
+    mapping_validate,
+    params_render,
+    placeholders_fill,
+    template_param_slots,
+)
+from campaigns.models import Contact, HeaderFormat, ListMembership, Template
+
+SAMPLE_CONTACTS = 3
+# Contacts whose attribute keys are offered as mappable fields: enough to see every
+# column of an import (they all share the same keys) without reading a whole list.
+FIELD_SAMPLE = 200
+
+
+def sample_contacts(*, list_ids: Sequence[int], limit: int = SAMPLE_CONTACTS) -> list[Contact]:
+    """The first contacts (by id) of the lists that a launch would send to."""
+    members = ListMembership.objects.filter(contact_list_id__in=list_ids).values("contact_id")
+    return list(
+        Contact.objects.filter(pk__in=members, opted_out_at__isnull=True).order_by("pk")[:limit]
+    )
+
+
+# The attribute keys of the first contacts of the lists (an import gives every contact
+# the same keys, so a small sample finds them all).
+_FIELDS_SQL = """
+SELECT DISTINCT jsonb_object_keys(c.attributes)
+  FROM (SELECT attributes FROM campaigns_contact
+         WHERE id IN (SELECT contact_id FROM campaigns_listmembership
+                       WHERE contact_list_id = ANY(%s))
+         ORDER BY id LIMIT %s) AS c
+ WHERE jsonb_typeof(c.attributes) = 'object'
+"""
+
+
+def contact_fields(*, list_ids: Sequence[int]) -> list[str]:
+    """Fields a param can be mapped to: the contact's columns and its attribute keys."""
+    keys: list[str] = []
+    if list_ids:
+        with connection.cursor() as cursor:
+            cursor.execute(_FIELDS_SQL, [list(list_ids), FIELD_SAMPLE])
+            keys = sorted(row[0] for row in cursor.fetchall())
+    return ["name", "phone", *keys]
+
+
+def _clean_source(source: Any) -> dict[str, str] | None:
+    """A well-formed source, or None (a half-typed mapping sends blanks and junk)."""
+    if not isinstance(source, dict) or len(source) != 1:
+        return None
+    if isinstance(source.get("field"), str) and source["field"].strip():
+        return {"field": source["field"].strip()}
+    if isinstance(source.get("value"), str):
+        return {"value": source["value"]}
+    return None
+
+
+def _completed(
+    slots: list[dict[str, Any]], mapping: Any, *, examples: bool
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """A mapping with every required slot filled, and the sources actually mapped.
+
+    A slot not mapped yet shows its placeholder (``{{2}}``). For the example preview
+    (no contacts) a contact field shows Meta's example for the slot, or ``[field]``.
+    """
+    mapping = mapping if isinstance(mapping, dict) else {}
+    complete: dict[str, Any] = {"body": {}}
+    mapped: list[dict[str, str]] = []
+    for slot in slots:
+        section, key = slot["section"], slot["key"]
+        entries = mapping.get(section)
+        if section == "header":
+            source = _clean_source(entries)
+        else:
+            source = _clean_source(entries.get(key) if isinstance(entries, dict) else None)
+        if source is not None:
+            mapped.append(source)
+            if examples and "field" in source:
+                source = {"value": str(slot["example"] or f"[{source['field']}]")}
+        elif slot["required"]:
+            source = {"value": "{{%s}}" % (key or "header")}
+        else:
+            continue
+        if section == "header":
+            complete["header"] = source
+        else:
+            complete.setdefault(section, {})[key] = source
+    return complete, mapped
+
+
+def message_render(template: Template, params: dict[str, Any]) -> dict[str, Any]:
+    """Header, body and buttons as the recipient would read them."""
+    body = params.get("body", [])
+
+    def body_value(name: str) -> Any:
+        if isinstance(body, dict):
+            return body.get(name)
+        index = int(name) - 1 if name.isdigit() else -1
+        return body[index] if 0 <= index < len(body) else None
+
+    header = ""
+    header_param = params.get("header", {}).get("value", "")
+    if template.header_format == HeaderFormat.TEXT:
+        header = placeholders_fill(template.header_text, lambda _: str(header_param))
+    elif template.header_format:
+        header = f"[{template.header_format.lower()}] {header_param}".strip()
+    suffixes = {b["index"]: b["value"] for b in params.get("buttons", [])}
+    buttons = []
+    for button in template.buttons or ():
+        url = str(button.get("url", ""))
+        if url and button.get("index") in suffixes:
+            suffix = str(suffixes[button["index"]])
+            url = placeholders_fill(url, lambda _, suffix=suffix: suffix)
+        buttons.append({"text": button.get("text", ""), "url": url})
+    return {
+        "header": header,
+        "body": placeholders_fill(template.body_text, body_value),
+        "buttons": buttons,
+    }
+
+
+def message_preview(
+    *, template: Template, mapping: Any, contacts: Sequence[Contact]
+) -> dict[str, Any]:
+    """The template's slots, the mapping's problem if any, and the message per contact.
+
+    Without contacts the preview uses Meta's example values, so a template can be seen
+    before a list is chosen.
+    """
+    slots = template_param_slots(template)
+    error = None
+    try:
+        mapping_validate(template, mapping)
+    except ParamMappingError as exc:
+        error = str(exc)
+    samples = []
+    if contacts:
+        complete, mapped = _completed(slots, mapping, examples=False)
+        fields = [source["field"] for source in mapped if "field" in source]
+        for contact in contacts:
+            missing = [f for f in fields if contact.field_value(f) in (None, "")]
+            rendered = message_render(template, params_render(template, complete, contact))
+            samples.append(
+                {"to": contact.phone, "name": contact.name, "missing": missing, **rendered}
+            )
+    else:
+        complete, _ = _completed(slots, mapping, examples=True)
+        example = Contact(phone="", name="")
+        rendered = message_render(template, params_render(template, complete, example))
+        samples.append({"to": "", "name": "Meta's example values", "missing": [], **rendered})
+    return {"slots": slots, "error": error, "samples": samples}

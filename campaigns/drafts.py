@@ -1,0 +1,174 @@
+"""Campaign drafts: a number, one of its account's templates, contact lists and a mapping.
+
+Commands and the admin call these; each validates its input and raises
+``django.core.exceptions.ValidationError`` with a message meant for the operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from campaigns.catalogue.numbers import phone_number_get
+from campaigns.catalogue.params import ParamMappingError, mapping_validate
+from campaigns.models import (
+    Campaign,
+    CampaignStatus,
+    ContactList,
+    PhoneNumber,
+    Template,
+    TemplateStatus,
+)
+from campaigns.windows.daily import SendWindow
+from campaigns.windows.zones import zone_valid
+
+# Templates a campaign can never send with; PENDING/PAUSED may still become usable.
+_UNUSABLE_TEMPLATE_STATUSES = (
+    TemplateStatus.REJECTED,
+    TemplateStatus.DISABLED,
+    TemplateStatus.DELETED,
+)
+
+
+def param_mapping_from_specs(
+    specs: Iterable[str],
+    *,
+    header: str | None = None,
+    buttons: Iterable[str] = (),
+) -> dict[str, Any]:
+    """``["1=name", "2=const:SALE20"]`` → ``{"body": {"1": {"field": "name"}, "2": {"value":
+    "SALE20"}}}``: body param 1 from the contact's ``name``, param 2 the constant ``SALE20``.
+
+    ``header`` is one source (``const:https://cdn/x.jpg``, ``const:4455`` for an uploaded
+    media id, or a field); ``buttons`` are ``INDEX=SOURCE`` like the body specs.
+    """
+    mapping: dict[str, Any] = {"body": _sources_from_specs(specs, what="PARAM")}
+    if header is not None:
+        mapping["header"] = _source_from_spec(header.strip(), spec=header)
+    button_sources = _sources_from_specs(buttons, what="INDEX")
+    if button_sources:
+        bad = [key for key in button_sources if not key.isdigit()]
+        if bad:
+            raise ValidationError(f"button index must be a number, got {', '.join(bad)}")
+        mapping["buttons"] = button_sources
+    return mapping
+
+
+def _sources_from_specs(specs: Iterable[str], *, what: str) -> dict[str, dict[str, str]]:
+    sources: dict[str, dict[str, str]] = {}
+    for spec in specs:
+        key, sep, source = spec.partition("=")
+        key, source = key.strip(), source.strip()
+        if not sep or not key or not source:
+            raise ValidationError(
+                f"bad param {spec!r}: expected {what}=FIELD or {what}=const:VALUE, e.g. 1=name"
+            )
+        if key in sources:
+            raise ValidationError(f"param {key!r} is mapped twice")
+        sources[key] = _source_from_spec(source, spec=spec)
+    return sources
+
+
+def _source_from_spec(source: str, *, spec: str) -> dict[str, str]:
+    if source.startswith("const:"):
+        return {"value": source.removeprefix("const:")}
+    if not source:
+        raise ValidationError(f"bad param {spec!r}: the source must not be blank")
+    return {"field": source}
+
+
+def param_mapping_validate(*, template: Template, param_mapping: dict[str, Any]) -> None:
+    """Exactly the template's params mapped (``campaigns.catalogue.params.mapping_validate``), or a
+    ``ValidationError`` worded for the operator."""
+    try:
+        mapping_validate(template, param_mapping)
+    except ParamMappingError as exc:
+        raise ValidationError(_mapping_error_text(template, exc)) from exc
+
+
+def _mapping_error_text(template: Template, exc: ParamMappingError) -> str:
+    if exc.section == "body" and exc.unknown:
+        return (
+            f"template {template.name!r} has no body param(s) {', '.join(exc.unknown)}; "
+            f"its params are: {', '.join(exc.expected) or 'none'}"
+        )
+    if exc.section == "body" and exc.missing:
+        return (
+            f"body param(s) {', '.join(exc.missing)} of template {template.name!r} are not mapped"
+        )
+    return str(exc)
+
+
+def campaign_create(
+    *,
+    name: str,
+    phone_number_id: str,
+    template_name: str,
+    list_names: Sequence[str],
+    param_mapping: dict[str, Any] | None = None,
+    language: str | None = None,
+    window: SendWindow | None = None,
+    time_zone: str = "",
+    time_zone_attribute: str = "timezone",
+) -> Campaign:
+    """Create a draft campaign from a number, one of its WABA's templates and contact lists.
+
+    ``window`` limits sends to a daily window in each recipient's local time (see
+    campaigns.windows.zones for how the zone is found); ``time_zone`` is the zone for recipients
+    whose number gives none, ``time_zone_attribute`` the contact attribute that overrides.
+    """
+    if not name.strip():
+        raise ValidationError("the campaign name must not be blank")
+    number = phone_number_get(phone_number_id)
+    template = _template_get(number=number, name=template_name, language=language)
+    lists = _contact_lists_get(list_names)
+    param_mapping = param_mapping or {"body": {}}
+    param_mapping_validate(template=template, param_mapping=param_mapping)
+    zone = zone_valid(time_zone) if time_zone.strip() else ""
+    if zone is None:
+        raise ValidationError(f"unknown time zone {time_zone!r}: use an IANA name such as UTC")
+    with transaction.atomic():
+        campaign = Campaign.objects.create(
+            name=name.strip(),
+            phone_number=number,
+            template=template,
+            param_mapping=param_mapping,
+            status=CampaignStatus.DRAFT,
+            window_start=window.start if window else None,
+            window_end=window.end if window else None,
+            time_zone=zone,
+            time_zone_attribute=time_zone_attribute.strip(),
+        )
+        campaign.lists.set(lists)
+    return campaign
+
+
+def _template_get(*, number: PhoneNumber, name: str, language: str | None) -> Template:
+    templates = list(Template.objects.filter(account=number.account, name=name))
+    if language:
+        templates = [t for t in templates if t.language == language]
+    if not templates:
+        where = f" in language {language!r}" if language else ""
+        raise ValidationError(
+            f"no template {name!r}{where} for the WABA of number {number.phone_number_id}"
+        )
+    if len(templates) > 1:
+        languages = ", ".join(sorted(t.language for t in templates))
+        raise ValidationError(f"template {name!r} exists in {languages}: choose a language")
+    template = templates[0]
+    if template.status in _UNUSABLE_TEMPLATE_STATUSES:
+        raise ValidationError(f"template {name!r} is {template.status} and cannot be sent")
+    return template
+
+
+def _contact_lists_get(list_names: Sequence[str]) -> list[ContactList]:
+    if not list_names:
+        raise ValidationError("a campaign needs at least one contact list")
+    lists = list(ContactList.objects.filter(name__in=list_names))
+    missing = sorted(set(list_names) - {cl.name for cl in lists})
+    if missing:
+        raise ValidationError(f"no contact list named {', '.join(repr(m) for m in missing)}")
+    return lists

@@ -1,0 +1,1 @@
+"""Running a campaign over its messages: launch, lifecycle, canary, retries and progress."""

@@ -1,0 +1,241 @@
+"""Launching a campaign: validate, then turn its audience into Message rows in one statement."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from campaigns.catalogue.params import CONTACT_COLUMNS, mapped_fields, mapping_validate, params_sql
+from campaigns.models import (
+    Campaign,
+    CampaignStatus,
+    CanaryState,
+    TemplateCategory,
+    TemplateStatus,
+)
+from delivery.campaigns.canary import CanaryHold, canary_hold
+from delivery.campaigns.schedule import launch_schedule
+from delivery.engine.dispatch import campaign_kick, campaign_schedule
+from delivery.messages import campaign_messages_create
+from whatsblast.core import queues
+from whatsblast.core.redis import get_redis
+
+
+class LaunchError(ValueError):
+    """The campaign cannot start as configured; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class LaunchSummary:
+    campaign_id: int
+    status: str
+    recipients: int
+    pending: int
+    skipped: int
+    already_started: bool
+    # Pending rows whose recipient's send window is closed: due at its next opening.
+    waiting_for_window: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# Contacts that would be sent to but lack a mapped field: refused before launch, so a
+# typo in the mapping costs an error message, not a million failed sends.
+_MISSING_FIELD_SQL = """
+SELECT count(*), (array_agg(c.phone ORDER BY c.id))[1:5]
+  FROM campaigns_contact AS c
+ WHERE c.opted_out_at IS NULL
+   AND c.id IN (SELECT contact_id FROM campaigns_listmembership
+                 WHERE contact_list_id = ANY(%(list_ids)s))
+   AND coalesce(c.attributes ->> %(field)s, '') = ''
+"""
+
+
+def campaign_validate(*, campaign: Campaign) -> None:
+    """Raise ``LaunchError`` if the campaign cannot be launched as it stands."""
+    template = campaign.template
+    if template.status != TemplateStatus.APPROVED:
+        raise LaunchError(
+            f"template {template.name} ({template.language}) is {template.status}, "
+            "only APPROVED templates can be sent"
+        )
+    try:
+        mapping_validate(template, campaign.param_mapping)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from exc
+    list_ids = list(campaign.lists.values_list("pk", flat=True))
+    if not list_ids:
+        raise LaunchError("the campaign has no contact list")
+    with connection.cursor() as cursor:
+        for field in mapped_fields(campaign.param_mapping):
+            if field in CONTACT_COLUMNS and field != "name":
+                continue
+            if field == "name":
+                cursor.execute(
+                    "SELECT count(*), (array_agg(c.phone ORDER BY c.id))[1:5] "
+                    "FROM campaigns_contact c WHERE c.opted_out_at IS NULL AND c.name = '' "
+                    "AND c.id IN (SELECT contact_id FROM campaigns_listmembership "
+                    "WHERE contact_list_id = ANY(%s))",
+                    [list_ids],
+                )
+            else:
+                cursor.execute(_MISSING_FIELD_SQL, {"list_ids": list_ids, "field": field})
+            missing, examples = cursor.fetchone()
+            if missing:
+                raise LaunchError(
+                    f"{missing} contact(s) have no value for mapped field '{field}' "
+                    f"(e.g. {', '.join(examples)}); fix the mapping or the contacts"
+                )
+
+
+def campaign_start(
+    *, campaign: Campaign, at: datetime | None = None, now: datetime | None = None
+) -> LaunchSummary:
+    """Launch now (or schedule for ``at``). Starting a started campaign changes nothing.
+
+    ``now`` is the launch instant the send windows are read at (default: the clock).
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        campaign = Campaign.objects.select_for_update().get(pk=campaign.pk)
+        if campaign.status in (
+            CampaignStatus.RUNNING,
+            CampaignStatus.COMPLETED,
+            CampaignStatus.CANCELLED,
+            CampaignStatus.PAUSED,
+        ):
+            return _summary(campaign, already_started=True, now=now)
+        campaign_validate(campaign=campaign)
+        if at is not None and at > now:
+            campaign.status = CampaignStatus.SCHEDULED
+            campaign.scheduled_at = at
+            campaign.save(update_fields=["status", "scheduled_at", "updated_at"])
+            queues.after_commit(lambda: _schedule(campaign.pk, at), what="scheduled launch")
+            return _summary(campaign, already_started=False, now=now)
+        hold = _insert_messages(campaign, now=now)
+        campaign.status = CampaignStatus.RUNNING
+        campaign.status_reason = ""
+        campaign.started_at = now
+        # A canary holds every row after its first recipients until it is judged.
+        campaign.canary_state = CanaryState.TESTING if hold.active else CanaryState.NONE
+        campaign.save(
+            update_fields=["status", "status_reason", "started_at", "canary_state", "updated_at"]
+        )
+        queues.after_commit(lambda: _kick(campaign.pk), what="campaign senders")
+        return _summary(campaign, already_started=False, now=now)
+
+
+def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
+    template = campaign.template
+    list_ids = list(campaign.lists.values_list("pk", flat=True))
+    us_blocked = template.category == TemplateCategory.MARKETING
+    params_expr, params_args = params_sql(template, campaign.param_mapping)
+    # params_expr holds only %s placeholders and fixed column names; turn its positional
+    # placeholders into named ones so they sit beside the statement's own parameters.
+    named: dict[str, Any] = {}
+    for index, value in enumerate(params_args):
+        params_expr = params_expr.replace("%s", f"%(p{index})s", 1)
+        named[f"p{index}"] = value
+    # The first next_attempt_at is now(), or for a campaign with a send window each row's
+    # zone's next opening (see campaigns.window_schedule): the zone comes from equality
+    # joins on the contact's phone prefix and attributes, the opening from a small per-zone
+    # table computed in Python, so the launch stays one set-based INSERT.
+    schedule = launch_schedule(campaign=campaign, now=now)
+    hold = canary_hold(campaign=campaign, list_ids=list_ids, us_blocked=us_blocked)
+    with connection.cursor() as cursor:
+        schedule.load(cursor)
+    campaign_messages_create(
+        params_expr=params_expr,
+        schedule_joins=schedule.joins,
+        next_attempt_expr=hold.wrap(schedule.next_attempt_expr),
+        args={
+            "campaign_id": campaign.pk,
+            "phone_number_id": campaign.phone_number_id,
+            "template_id": template.pk,
+            "us_blocked": us_blocked,
+            "list_ids": list_ids,
+            **named,
+            **schedule.params,
+            **hold.params,
+        },
+    )
+    return hold
+
+
+def _summary(campaign: Campaign, *, already_started: bool, now: datetime) -> LaunchSummary:
+    # Only a windowed campaign has rows waiting for a window (without one, the rows carry
+    # the database's now(), which is not comparable with ``now``).
+    windowed = campaign.window_start is not None
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE status = 'pending'), "
+            "count(*) FILTER (WHERE status = 'skipped'), "
+            "count(*) FILTER (WHERE %s AND status = 'pending' AND next_attempt_at > %s) "
+            "FROM delivery_message WHERE campaign_id = %s",
+            [windowed, now, campaign.pk],
+        )
+        total, pending, skipped, waiting = cursor.fetchone()
+    return LaunchSummary(
+        campaign.pk, campaign.status, total, pending, skipped, already_started, waiting
+    )
+
+
+def _kick(campaign_id: int) -> None:
+    campaign_kick(campaign_id=campaign_id)
+
+
+def _schedule(campaign_id: int, at: datetime) -> None:
+    campaign_schedule(campaign_id=campaign_id, at=at)
+
+
+def campaign_start_scheduled(*, campaign_id: int) -> LaunchSummary | None:
+    """Launch a scheduled campaign that is due; ``None`` when it is not (or no longer) due.
+
+    The flip from scheduled and the launch commit together: a launch interrupted half-way
+    (a killed job, a lost database) leaves the campaign scheduled, to be tried again,
+    never a draft nobody will start. A campaign that can no longer launch as configured
+    is paused with the reason instead.
+    """
+    try:
+        with transaction.atomic():
+            campaign = (
+                Campaign.objects.select_for_update()
+                .filter(
+                    pk=campaign_id,
+                    status=CampaignStatus.SCHEDULED,
+                    scheduled_at__lte=timezone.now(),
+                )
+                .first()
+            )
+            if campaign is None:
+                return None
+            campaign.status = CampaignStatus.DRAFT  # due now: launch as from a draft
+            campaign.save(update_fields=["status", "updated_at"])
+            return campaign_start(campaign=campaign)
+    except LaunchError as exc:
+        Campaign.objects.filter(pk=campaign_id, status=CampaignStatus.SCHEDULED).update(
+            status=CampaignStatus.PAUSED, status_reason=f"scheduled launch refused: {exc}"[:500]
+        )
+        return None
+
+
+def schedules_due_queue() -> int:
+    """Queue the launch of due scheduled campaigns (RQ's scheduler may have lost them).
+
+    Launching runs in its own job, not in the tick: a million recipients take longer than
+    a tick may run. A Redis mark lets one launch job per campaign through per 10 minutes.
+    """
+    queued = 0
+    due = Campaign.objects.filter(
+        status=CampaignStatus.SCHEDULED, scheduled_at__lte=timezone.now()
+    ).values_list("pk", flat=True)
+    for campaign_id in due:
+        if get_redis().set(f"wb:launch-queued:{campaign_id}", 1, nx=True, ex=600):
+            queues.enqueue(queues.CAMPAIGN_START_SCHEDULED, campaign_id)
+            queued += 1
+    return queued

@@ -1,0 +1,314 @@
+"""The pre-flight check: what a launch would do, and what would stop or slow it, before it runs.
+
+One report for a draft campaign: the audience after opt-outs, duplicates across lists and
+Meta's refusal of marketing templates to US numbers; contacts lacking a mapped field (the
+launch refuses them); the portfolio's messaging-limit headroom; and the ETA at the
+campaign's share of its number's rate, with send windows when it has them. Errors are what
+``delivery.campaigns.launch.campaign_validate`` would refuse; warnings are what would slow or
+surprise. Nothing is written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from campaigns.catalogue.params import ParamMappingError, mapped_fields, mapping_validate
+from campaigns.models import (
+    TIER_LIMITS,
+    Campaign,
+    QualityRating,
+    TemplateCategory,
+    TemplateStatus,
+)
+from campaigns.windows.campaign import campaign_window
+from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
+from delivery.engine.reach import reach_from_table, reach_key, reach_used
+from whatsblast.core.redis import get_redis
+
+ERROR = "error"
+WARNING = "warning"
+INFO = "info"
+# Contacts named per missing field: enough to find the pattern, few enough to read.
+MISSING_EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # error (the launch would refuse), warning, info
+    text: str
+
+
+@dataclass(frozen=True)
+class MissingField:
+    field: str
+    contacts: int
+    examples: list[str]
+
+
+@dataclass
+class PreflightReport:
+    campaign_id: int
+    checked_at: datetime
+    lists: int = 0
+    memberships: int = 0  # list entries: a contact in two lists counts twice here
+    contacts: int = 0  # distinct contacts across the lists
+    opted_out: int = 0
+    us_blocked: int = 0  # marketing template to +1 numbers: Meta does not deliver them
+    missing: list[MissingField] = field(default_factory=list)
+    tier: str = ""
+    tier_limit: int | None = None  # None: unlimited
+    reach_used: int = 0
+    rate_per_second: float = 0.0  # the campaign's share of its number's rate
+    eta_seconds: float | None = None
+    window: str = ""
+    window_finishes_at: datetime | None = None
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def duplicates(self) -> int:
+        return self.memberships - self.contacts
+
+    @property
+    def audience(self) -> int:
+        """Messages the launch would make pending (one per sendable distinct contact)."""
+        return self.contacts - self.opted_out - self.us_blocked
+
+    @property
+    def headroom(self) -> int | None:
+        if self.tier_limit is None:
+            return None
+        return max(0, self.tier_limit - self.reach_used)
+
+    @property
+    def over_headroom(self) -> int:
+        headroom = self.headroom
+        return 0 if headroom is None else max(0, self.audience - headroom)
+
+    @property
+    def limit_days(self) -> int:
+        """Extra days the messaging limit adds: each rolling 24 h admits ``tier_limit``."""
+        if not self.over_headroom or not self.tier_limit:
+            return 0
+        return math.ceil(self.over_headroom / self.tier_limit)
+
+    @property
+    def eta(self) -> datetime | None:
+        if self.window_finishes_at is not None:
+            return self.window_finishes_at
+        if self.eta_seconds is None:
+            return None
+        return self.checked_at + timedelta(seconds=self.eta_seconds)
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == WARNING]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "campaign_id": self.campaign_id,
+            "ok": self.ok,
+            "lists": self.lists,
+            "memberships": self.memberships,
+            "contacts": self.contacts,
+            "duplicates": self.duplicates,
+            "opted_out": self.opted_out,
+            "us_blocked": self.us_blocked,
+            "audience": self.audience,
+            "missing": [m.__dict__ for m in self.missing],
+            "tier": self.tier,
+            "tier_limit": self.tier_limit,
+            "reach_used": self.reach_used,
+            "headroom": self.headroom,
+            "over_headroom": self.over_headroom,
+            "rate_per_second": round(self.rate_per_second, 2),
+            "eta_seconds": self.eta_seconds,
+            "eta": self.eta.isoformat() if self.eta else None,
+            "window": self.window,
+            "findings": [f.__dict__ for f in self.findings],
+        }
+
+
+def campaign_preflight(*, campaign: Campaign, now: datetime | None = None) -> PreflightReport:
+    """Everything a person should know before launching ``campaign``."""
+    now = now or timezone.now()
+    report = PreflightReport(campaign_id=campaign.pk, checked_at=now)
+    template = campaign.template
+    findings = report.findings
+    if template.status != TemplateStatus.APPROVED:
+        findings.append(
+            Finding(ERROR, f"Template {template} is {template.status}: only APPROVED sends.")
+        )
+    mapping_ok = _mapping_check(campaign, findings)
+    list_ids = list(campaign.lists.values_list("pk", flat=True))
+    report.lists = len(list_ids)
+    if not list_ids:
+        findings.append(Finding(ERROR, "The campaign has no contact list."))
+    else:
+        fields = _fields_to_check(campaign) if mapping_ok else []
+        _audience_count(report, list_ids, template.category == TemplateCategory.MARKETING, fields)
+        _audience_findings(report)
+    _limit_check(campaign, report)
+    _eta_check(campaign, report, now)
+    _number_check(campaign, report, now)
+    return report
+
+
+def _mapping_check(campaign: Campaign, findings: list[Finding]) -> bool:
+    try:
+        mapping_validate(campaign.template, campaign.param_mapping)
+    except ParamMappingError as exc:
+        findings.append(Finding(ERROR, f"Parameter mapping: {exc}."))
+        return False
+    return True
+
+
+def _fields_to_check(campaign: Campaign) -> list[str]:
+    # The phone is never empty (E.164 constraint); everything else may be.
+    return [f for f in mapped_fields(campaign.param_mapping) if f != "phone"]
+
+
+# One pass over the audience. The members CTE counts each contact's list entries (the
+# duplicates across lists); each mapped field adds a filtered count and its first few
+# phones, over the contacts the launch checks (not opted out, as campaign_validate does).
+_AUDIENCE_SQL = """
+WITH members AS (
+    SELECT contact_id, count(*) AS entries
+      FROM campaigns_listmembership
+     WHERE contact_list_id = ANY(%(list_ids)s)
+     GROUP BY contact_id
+)
+SELECT count(*),
+       coalesce(sum(m.entries), 0),
+       count(*) FILTER (WHERE c.opted_out_at IS NOT NULL),
+       count(*) FILTER (WHERE c.opted_out_at IS NULL AND %(us_blocked)s
+                          AND c.phone LIKE '+1%%')
+       {missing}
+  FROM members AS m
+  JOIN campaigns_contact AS c ON c.id = m.contact_id
+"""
+
+
+def _empty_sql(index: int, name: str) -> str:
+    if name == "name":
+        return "c.name = ''"
+    return f"coalesce(c.attributes ->> %(field{index})s, '') = ''"
+
+
+def _audience_count(
+    report: PreflightReport, list_ids: list[int], us_blocked: bool, fields: list[str]
+) -> None:
+    params: dict[str, Any] = {"list_ids": list_ids, "us_blocked": us_blocked}
+    missing_sql = ""
+    for index, name in enumerate(fields):
+        condition = f"c.opted_out_at IS NULL AND {_empty_sql(index, name)}"
+        missing_sql += (
+            f",\n count(*) FILTER (WHERE {condition}),"
+            f"\n (array_agg(c.phone ORDER BY c.id) FILTER (WHERE {condition}))"
+            f"[1:{MISSING_EXAMPLES}]"
+        )
+        params[f"field{index}"] = name
+    with connection.cursor() as cursor:
+        cursor.execute(_AUDIENCE_SQL.format(missing=missing_sql), params)
+        row = cursor.fetchone()
+    report.contacts, report.memberships, report.opted_out, report.us_blocked = (
+        int(v) for v in row[:4]
+    )
+    for index, name in enumerate(fields):
+        count, examples = row[4 + 2 * index], row[5 + 2 * index]
+        if count:
+            report.missing.append(MissingField(name, int(count), list(examples or [])))
+
+
+def _audience_findings(report: PreflightReport) -> None:
+    findings = report.findings
+    for missing in report.missing:
+        findings.append(
+            Finding(
+                ERROR,
+                f"{missing.contacts:,} contact(s) have no value for mapped field "
+                f"'{missing.field}' (e.g. {', '.join(missing.examples)}): the launch refuses "
+                "until the mapping or the contacts are fixed.",
+            )
+        )
+    if report.audience <= 0:
+        findings.append(Finding(ERROR, "Nobody to send to after opt-outs and skipped numbers."))
+    if report.us_blocked:
+        findings.append(
+            Finding(
+                WARNING,
+                f"{report.us_blocked:,} US (+1) number(s) will be skipped: Meta does not "
+                "deliver marketing templates to US numbers.",
+            )
+        )
+    if report.opted_out:
+        findings.append(Finding(INFO, f"{report.opted_out:,} opted-out contact(s) skipped."))
+    if report.duplicates:
+        findings.append(
+            Finding(
+                INFO,
+                f"{report.duplicates:,} duplicate list entr(y/ies) across lists: each person "
+                "gets one message.",
+            )
+        )
+
+
+def _limit_check(campaign: Campaign, report: PreflightReport) -> None:
+    account = campaign.phone_number.account
+    report.tier = account.messaging_limit_tier
+    report.tier_limit = TIER_LIMITS.get(account.messaging_limit_tier, 250)
+    if report.tier_limit is None:
+        return
+    conn = get_redis()
+    # Redis holds the live set; when it is missing (restart) the table knows the same users.
+    if conn.exists(reach_key(account.waba_id)):
+        report.reach_used = reach_used(waba_id=account.waba_id, conn=conn)
+    else:
+        report.reach_used = len(reach_from_table(waba_id=account.waba_id))
+    if report.over_headroom:
+        report.findings.append(
+            Finding(
+                WARNING,
+                f"Messaging limit: the portfolio may reach {report.tier_limit:,} unique users "
+                f"a rolling 24 h and has reached {report.reach_used:,}; up to "
+                f"{report.over_headroom:,} recipient(s) wait for room, about "
+                f"{report.limit_days} more day(s).",
+            )
+        )
+
+
+def _eta_check(campaign: Campaign, report: PreflightReport, now: datetime) -> None:
+    report.rate_per_second = campaign_share_rate(campaign=campaign)
+    if report.audience > 0 and report.rate_per_second > 0:
+        report.eta_seconds = round(report.audience / report.rate_per_second, 1)
+    window = campaign_window(campaign)
+    if window is not None and report.audience > 0 and report.lists:
+        report.window = str(window)
+        report.window_finishes_at = campaign_window_eta(campaign=campaign, now=now).finishes_at
+
+
+def _number_check(campaign: Campaign, report: PreflightReport, now: datetime) -> None:
+    number = campaign.phone_number
+    if number.paused_until and number.paused_until > now:
+        report.findings.append(
+            Finding(
+                WARNING,
+                f"Number {number} is paused until {number.paused_until:%Y-%m-%d %H:%M} UTC"
+                + (f": {number.paused_reason}" if number.paused_reason else "."),
+            )
+        )
+    if number.quality_rating == QualityRating.RED:
+        report.findings.append(Finding(WARNING, f"Number {number} has a low (RED) quality rating."))

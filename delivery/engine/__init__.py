@@ -1,0 +1,1 @@
+"""The sending engine: rate limits, the messaging-limit guard, senders, settlement, reconciling."""

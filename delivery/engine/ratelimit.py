@@ -1,0 +1,248 @@
+"""Per-number token bucket in Redis, shared by every worker on every host.
+
+Two buckets per phone number, taken together in one Lua script so the take is atomic:
+
+* the *number* bucket refills at the number's full rate R; every send takes from it;
+* the *campaign* bucket refills at ``(1 - reserve) * R``; campaign sends take from it too.
+
+Campaign traffic therefore never exceeds ``(1 - reserve) * R``, the number as a whole never
+exceeds R, and at least ``reserve * R`` is always left for transactional sends, which take
+only from the number bucket. Both refill continuously (tokens are fractional) and are
+capped at a small burst.
+
+A bucket alone lets a full burst follow a stall inside one second: a second may then hold
+the rate plus the burst (a worker killed or restarted, a job handing over). So every grant
+is also written to a send log of 10 ms slots, and no grant takes a one-second window of the
+log past the rate: Meta counts per second, and no second may hold more than the rate.
+
+Keys carry the phone number id as a Redis Cluster hash tag (``{pnid}``) so every key of one
+number lives on one shard and the script may touch them all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+
+import redis
+
+from whatsblast.core.redis import get_redis
+
+KEY_PREFIX = "wb:bucket"
+
+
+class TrafficClass(StrEnum):
+    CAMPAIGN = "campaign"
+    TRANSACTIONAL = "transactional"
+
+
+@dataclass(frozen=True)
+class Grant:
+    tokens: int
+    wait_s: float  # when ``tokens`` is short of the ask: how long until the next token
+
+
+# KEYS[1] number bucket hash, KEYS[2] campaign bucket hash, KEYS[3] pause key,
+# KEYS[4] adaptive-rate key, KEYS[5] send log (grants per 10 ms slot, last second).
+# ARGV: rate, reserve, burst_s, want, is_campaign (1/0)
+# Returns {granted, wait_ms}.
+# "now" is Redis's clock, not the caller's: workers on several hosts must agree on it for
+# the refill arithmetic, and their clocks may drift apart.
+_ACQUIRE_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rate = tonumber(ARGV[1])
+local reserve = tonumber(ARGV[2])
+local burst_s = tonumber(ARGV[3])
+local want = tonumber(ARGV[4])
+local is_campaign = ARGV[5] == '1'
+
+local paused_until = tonumber(redis.call('GET', KEYS[3]) or '0')
+if paused_until > now then
+  return {0, paused_until - now}
+end
+local adaptive = tonumber(redis.call('GET', KEYS[4]) or '0')
+if adaptive > 0 and adaptive < rate then rate = adaptive end
+
+local function refill(key, r)
+  local cap = math.max(1, r * burst_s)
+  local state = redis.call('HMGET', key, 'tokens', 'ts')
+  local tokens = tonumber(state[1])
+  local ts = tonumber(state[2])
+  if tokens == nil then
+    -- A new (or lost) bucket starts empty-but-one: a restart never opens with a burst.
+    tokens = 1
+    ts = now
+  end
+  if now > ts then tokens = math.min(cap, tokens + (now - ts) * r / 1000.0) end
+  return tokens
+end
+
+local n_tokens = refill(KEYS[1], rate)
+local avail = math.floor(n_tokens)
+local c_rate = rate * (1 - reserve)
+local c_tokens = 0
+if is_campaign then
+  c_tokens = refill(KEYS[2], c_rate)
+  avail = math.min(avail, math.floor(c_tokens))
+end
+local granted = math.max(0, math.min(want, avail))
+
+-- The send log: what the last second granted caps this grant. 101 slots of 10 ms: a grant
+-- made anywhere in its slot stays counted for at least a full second.
+local slot = math.floor(now / 10)
+local fields = {}
+for i = 1, 101 do fields[i] = slot - (i - 1) end
+local counts = redis.call('HMGET', KEYS[5], unpack(fields))
+local used = 0
+local oldest = nil
+for i = 101, 1, -1 do
+  local c = tonumber(counts[i])
+  if c then
+    used = used + c
+    if oldest == nil and c > 0 then oldest = slot - (i - 1) end
+  end
+end
+local room = math.max(0, math.floor(rate) - used)
+local log_wait = 0
+if granted > room then
+  granted = room
+  -- Room comes back when the oldest slot of the window leaves it.
+  if oldest ~= nil then log_wait = math.max(1, (oldest + 101) * 10 - now) else log_wait = 10 end
+end
+if granted > 0 then redis.call('HINCRBY', KEYS[5], slot, granted) end
+redis.call('PEXPIRE', KEYS[5], 2000)
+if redis.call('HLEN', KEYS[5]) > 150 then
+  for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
+    if tonumber(f) <= slot - 101 then redis.call('HDEL', KEYS[5], f) end
+  end
+end
+
+n_tokens = n_tokens - granted
+redis.call('HSET', KEYS[1], 'tokens', n_tokens, 'ts', now)
+redis.call('PEXPIRE', KEYS[1], 60000)
+local wait = 0
+if granted < want then
+  wait = math.ceil((1 - (n_tokens - math.floor(n_tokens))) * 1000.0 / rate)
+  if log_wait > wait then wait = log_wait end
+end
+if is_campaign then
+  c_tokens = c_tokens - granted
+  redis.call('HSET', KEYS[2], 'tokens', c_tokens, 'ts', now)
+  redis.call('PEXPIRE', KEYS[2], 60000)
+  if granted < want and c_rate > 0 then
+    local c_wait = math.ceil((1 - (c_tokens - math.floor(c_tokens))) * 1000.0 / c_rate)
+    if c_wait > wait then wait = c_wait end
+  end
+end
+return {granted, wait}
+"""
+
+# Give back tokens that were taken but not used (fewer rows to claim than tokens).
+# KEYS[1] the send log, KEYS[2..] the buckets. The log takes the refund off its current
+# slot: within a few ms of the grant's own slot, so the window's sum is right again.
+_REFUND_LUA = """
+local n = tonumber(ARGV[1])
+for i, key in ipairs(KEYS) do
+  if i == 1 then
+    if redis.call('EXISTS', key) == 1 then
+      local t = redis.call('TIME')
+      local slot = math.floor((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) / 10)
+      redis.call('HINCRBY', key, slot, -n)
+    end
+  elseif redis.call('EXISTS', key) == 1 then
+    redis.call('HINCRBYFLOAT', key, 'tokens', n)
+  end
+end
+return 1
+"""
+
+
+class TokenBucket:
+    """The shared limiter of one phone number."""
+
+    def __init__(
+        self,
+        phone_number_id: str,
+        *,
+        rate: float,
+        reserve: float,
+        burst_s: float = 0.05,
+        conn: redis.Redis | None = None,
+    ) -> None:
+        if rate <= 0:
+            raise ValueError("rate must be positive")
+        if not 0 <= reserve < 1:
+            raise ValueError("reserve must be in [0, 1)")
+        self.phone_number_id = phone_number_id
+        self.rate = rate
+        self.reserve = reserve
+        self.burst_s = burst_s
+        self._conn = conn or get_redis()
+        tag = f"{{{phone_number_id}}}"
+        self.number_key = f"{KEY_PREFIX}:{tag}:number"
+        self.campaign_key = f"{KEY_PREFIX}:{tag}:campaign"
+        self.pause_key = f"{KEY_PREFIX}:{tag}:paused_until"
+        self.adaptive_key = f"{KEY_PREFIX}:{tag}:adaptive_rate"
+        self.log_key = f"{KEY_PREFIX}:{tag}:log"
+        self._acquire = self._conn.register_script(_ACQUIRE_LUA)
+        self._refund = self._conn.register_script(_REFUND_LUA)
+
+    def acquire(self, want: int, traffic: TrafficClass) -> Grant:
+        """Take up to ``want`` tokens now; never blocks."""
+        if want <= 0:
+            return Grant(0, 0.0)
+        granted, wait_ms = self._acquire(
+            keys=[
+                self.number_key,
+                self.campaign_key,
+                self.pause_key,
+                self.adaptive_key,
+                self.log_key,
+            ],
+            args=[
+                self.rate,
+                self.reserve,
+                self.burst_s,
+                want,
+                1 if traffic is TrafficClass.CAMPAIGN else 0,
+            ],
+        )
+        return Grant(int(granted), int(wait_ms) / 1000.0)
+
+    def refund(self, tokens: int, traffic: TrafficClass) -> None:
+        if tokens <= 0:
+            return
+        keys = [self.log_key, self.number_key]
+        if traffic is TrafficClass.CAMPAIGN:
+            keys.append(self.campaign_key)
+        self._refund(keys=keys, args=[tokens])
+
+    def pause(self, seconds: float) -> None:
+        """Empty the bucket and refuse every take until ``seconds`` from now."""
+        until = _now_ms(self._conn) + math.ceil(seconds * 1000)
+        pipe = self._conn.pipeline()
+        pipe.set(self.pause_key, until, px=math.ceil(seconds * 1000) + 1000)
+        pipe.hset(self.number_key, mapping={"tokens": 0, "ts": until})
+        pipe.hset(self.campaign_key, mapping={"tokens": 0, "ts": until})
+        pipe.execute()
+
+    def paused_for(self) -> float:
+        until = int(self._conn.get(self.pause_key) or 0)
+        return max(0.0, (until - _now_ms(self._conn)) / 1000.0)
+
+    def set_adaptive_rate(self, rate: float | None) -> None:
+        if rate is None or rate >= self.rate:
+            self._conn.delete(self.adaptive_key)
+        else:
+            self._conn.set(self.adaptive_key, max(1.0, rate), ex=3600)
+
+    def adaptive_rate(self) -> float | None:
+        value = self._conn.get(self.adaptive_key)
+        return float(value) if value is not None else None
+
+
+def _now_ms(conn: redis.Redis) -> int:
+    seconds, micros = conn.time()
+    return int(seconds) * 1000 + int(micros) // 1000

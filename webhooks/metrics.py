@@ -1,0 +1,46 @@
+"""The webhook endpoint's and applier's counters (written by ``whatsblast.core.counters``)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from whatsblast.core.counters import KEY_PREFIX, counters_add
+
+# fields "received|<result>", "applied|<result>", "statuses", "message_updates", "unmatched"
+WEBHOOKS_KEY = f"{KEY_PREFIX}:webhooks"
+KEYS = (WEBHOOKS_KEY,)
+WEBHOOK_RECEIPTS = ("stored", "duplicate", "rejected", "forbidden")
+
+
+class AppliedCounts(Protocol):
+    """What an applier batch reports (``webhooks.applier.ApplyReport``)."""
+
+    events: int
+    rejected: int
+    failed: int
+    statuses: int
+    messages_updated: int
+    unmatched_new: int
+
+
+def webhook_received(result: str) -> None:
+    """Count one POST to the webhook: stored, duplicate, rejected (malformed) or forbidden."""
+    counters_add([("int", WEBHOOKS_KEY, f"received|{result}", 1)])
+
+
+def webhook_stored(*, event_id: int | None, rejected: bool) -> None:
+    """Count a signed POST by what ``event_store`` made of it."""
+    webhook_received("duplicate" if event_id is None else "rejected" if rejected else "stored")
+
+
+def webhooks_applied(report: AppliedCounts) -> None:
+    """Count one applier batch: events by result, statuses read, messages moved."""
+    counts = {
+        "applied|processed": report.events - report.rejected,
+        "applied|rejected": report.rejected,
+        "applied|failed": report.failed,
+        "statuses": report.statuses,
+        "message_updates": report.messages_updated,
+        "unmatched": report.unmatched_new,
+    }
+    counters_add(("int", WEBHOOKS_KEY, field, n) for field, n in counts.items() if n > 0)

@@ -1,0 +1,17 @@
+"""The admin: every page of the product for marketing, support and operators.
+
+Django's autodiscovery imports this package; each module registers the pages of one part.
+"""
+
+from whatsblast.admin import (  # noqa: F401 - imported for their registrations
+    api_keys,
+    campaigns,
+    catalogue,
+    contacts,
+    dead_letters,
+    messages,
+    numbers,
+    site,
+    uploads,
+    webhooks,
+)

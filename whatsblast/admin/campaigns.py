@@ -1,0 +1,490 @@
+"""The campaign admin: create with a live preview, pre-flight, launch, and the live page.
+
+Registered by importing this module from ``campaigns.admin``. Pages:
+
+- ``add/`` and a draft's ``<id>/change/``: the campaign form; each template parameter is
+  mapped to a contact field or a constant, and ``preview/`` (JSON) renders the message for
+  a few contacts of the chosen lists after every change;
+- ``<id>/preflight/``: the pre-flight report and, for people allowed to launch, launch
+  now or schedule;
+- a launched (or launching) campaign's ``<id>/change/``: the live page, polling
+  ``<id>/live.json``, with pause, resume, cancel, retry failed and ``<id>/export.csv``.
+
+Views parse, check permissions and call the services; no rule lives here. Launching and
+every lifecycle action need ``campaigns.launch_campaign``; the live data and the export
+need the view permission.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.http.response import HttpResponseBase
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html, format_html_join
+from django.views.decorators.http import require_GET, require_POST
+
+from campaigns.catalogue.preview import contact_fields, message_preview, sample_contacts
+from campaigns.drafts import param_mapping_validate
+from campaigns.models import Campaign, CampaignStatus, ContactList, Template, TemplateStatus
+from campaigns.state import LifecycleError, campaign_pause
+from campaigns.windows.zones import zone_valid
+from delivery.campaigns.exports import campaign_results_csv, campaign_results_filename
+from delivery.campaigns.launch import LaunchError
+from delivery.campaigns.launch_queue import (
+    campaign_launch,
+    campaign_resume_or_launch,
+    launch_queued,
+)
+from delivery.campaigns.lifecycle import campaign_cancel
+from delivery.campaigns.preflight import campaign_preflight
+from delivery.campaigns.progress import campaign_progress
+from delivery.campaigns.retry import campaign_retry_failed
+from whatsblast.admin.campaign_live import POLL_SECONDS, campaign_live, campaign_live_forget
+
+LAUNCH_PERMISSION = "campaigns.launch_campaign"
+
+
+def can_launch(request: HttpRequest) -> bool:
+    return bool(request.user.has_perm(LAUNCH_PERMISSION))
+
+
+class AccountTaggedSelect(forms.Select):
+    """Options carry their WABA (``data-account``): the page offers only templates of the
+    chosen number's account."""
+
+    def create_option(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option: dict[str, Any] = super().create_option(*args, **kwargs)
+        instance = getattr(option["value"], "instance", None)
+        if instance is not None:
+            option["attrs"]["data-account"] = instance.account_id
+        return option
+
+
+class CampaignForm(forms.ModelForm[Campaign]):
+    canary_max_failure_percent = forms.FloatField(
+        label="Canary: failures allowed (%)",
+        min_value=0,
+        max_value=100,
+        initial=5,
+        help_text="The rest is sent only if at most this share of the canary failed.",
+    )
+
+    class Meta:
+        model = Campaign
+        fields = (
+            "name",
+            "phone_number",
+            "template",
+            "lists",
+            "param_mapping",
+            "window_start",
+            "window_end",
+            "time_zone",
+            "time_zone_attribute",
+            "max_attempts",
+            "ambiguous_policy",
+            "canary_size",
+        )
+        widgets = {
+            "phone_number": AccountTaggedSelect,
+            "template": AccountTaggedSelect,
+            "lists": forms.SelectMultiple(attrs={"size": 6}),
+            "param_mapping": forms.HiddenInput,
+            "window_start": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+            "window_end": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+        }
+        labels = {"canary_size": "Canary: recipients first"}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        template_field = self.fields["template"]
+        template_field.queryset = Template.objects.filter(  # type: ignore[attr-defined]
+            status=TemplateStatus.APPROVED
+        ).order_by("name", "language")
+        template_field.help_text = "Only APPROVED templates can be sent."
+        self.fields["lists"].queryset = ContactList.objects.order_by("name")  # type: ignore[attr-defined]
+        self.fields["param_mapping"].required = False
+        self.fields[
+            "canary_size"
+        ].help_text = (
+            "Send to this many first, hold the rest, and continue only if few failed. 0: no canary."
+        )
+        if self.instance.pk:
+            self.initial["canary_max_failure_percent"] = round(
+                self.instance.canary_max_failure_rate * 100, 2
+            )
+
+    def clean_time_zone(self) -> str:
+        value = str(self.cleaned_data.get("time_zone") or "").strip()
+        if not value:
+            return ""
+        zone = zone_valid(value)
+        if zone is None:
+            raise ValidationError(f"Unknown time zone {value!r}: use an IANA name such as UTC.")
+        return zone
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        template, number = cleaned.get("template"), cleaned.get("phone_number")
+        if template is not None and number is not None and template.account_id != number.account_id:
+            self.add_error("template", "The template belongs to another WABA than the number.")
+        mapping = cleaned.get("param_mapping") or {}
+        if template is not None:
+            try:
+                param_mapping_validate(template=template, param_mapping=mapping)
+            except ValidationError as exc:
+                self.add_error(None, exc)
+        if (cleaned.get("window_start") is None) != (cleaned.get("window_end") is None):
+            self.add_error("window_end", "A send window needs both its start and its end.")
+        percent = cleaned.get("canary_max_failure_percent")
+        if percent is not None:
+            self.instance.canary_max_failure_rate = percent / 100
+        return cleaned
+
+
+class CampaignAdminForm(forms.ModelForm[Campaign]):
+    """The stock form, for the read-only details under a launched campaign's live page."""
+
+    class Meta:
+        model = Campaign
+        fields = (
+            "name",
+            "phone_number",
+            "template",
+            "lists",
+            "param_mapping",
+            "scheduled_at",
+            "max_attempts",
+            "ambiguous_policy",
+        )
+
+
+@admin.register(Campaign)
+class CampaignAdmin(admin.ModelAdmin[Campaign]):
+    form = CampaignAdminForm
+    list_display = (
+        "name",
+        "status",
+        "phone_number",
+        "template",
+        "created_at",
+        "started_at",
+        "completed_at",
+    )
+    list_filter = ("status", "phone_number")
+    search_fields = ("name",)
+    list_select_related = ("phone_number", "template")
+    ordering = ("-created_at",)
+    filter_horizontal = ("lists",)
+    readonly_fields = (
+        "status",
+        "status_reason",
+        "canary_size",
+        "canary_state",
+        "started_at",
+        "completed_at",
+        "created_at",
+        "updated_at",
+        "progress",
+    )
+
+    @admin.display(description="progress")
+    def progress(self, obj: Campaign) -> str:
+        if not obj.pk:
+            return "-"
+        p = campaign_progress(campaign=obj)
+        counts = format_html_join(", ", "{} {}", ((s, n) for s, n in p.counts.items() if n))
+        eta = "unknown" if p.eta_seconds is None else f"{p.eta_seconds:.0f}s"
+        return format_html(
+            "{} messages, {} remaining ({}); {} msg/s over the last minute, ETA {}",
+            p.total,
+            p.remaining,
+            counts or "none yet",
+            p.rate_per_second,
+            eta,
+        )
+
+    def get_deleted_objects(
+        self, objs: Any, request: HttpRequest
+    ) -> tuple[list[Any], dict[str, int], set[str], list[Any]]:
+        # A launched campaign owns up to millions of messages: the default page would load
+        # them all to list them. Campaigns with messages are cancelled, not deleted.
+        ids = [c.pk for c in objs]
+        launched: QuerySet[Campaign] = Campaign.objects.filter(
+            pk__in=ids, messages__isnull=False
+        ).distinct()
+        if launched.exists():
+            protected = [f"{c} has messages: cancel it instead" for c in launched]
+            return [], {}, set(), protected
+        return super().get_deleted_objects(objs, request)
+
+    def has_change_permission(self, request: HttpRequest, obj: Campaign | None = None) -> bool:
+        # Once launched (or on its way), its messages are rendered from these settings:
+        # editing them would make the record lie. Lifecycle changes go through the services.
+        if obj is not None and (
+            obj.status not in (CampaignStatus.DRAFT, CampaignStatus.SCHEDULED) or launch_queued(obj)
+        ):
+            return False
+        return super().has_change_permission(request, obj)
+
+    # --- routing ---------------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        def view(func: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+            return self.admin_site.admin_view(func)
+
+        name = "campaigns_campaign"
+        own = [
+            path("preview/", view(self.preview_view), name=f"{name}_preview"),
+            path("<int:object_id>/preflight/", view(self.preflight_view), name=f"{name}_preflight"),
+            path("<int:object_id>/launch/", view(self.launch_view), name=f"{name}_launch"),
+            path("<int:object_id>/live.json", view(self.live_view), name=f"{name}_live"),
+            path("<int:object_id>/export.csv", view(self.export_view), name=f"{name}_export"),
+        ]
+        for action in ("pause", "resume", "cancel", "retry-failed"):
+            own.append(
+                path(
+                    f"<int:object_id>/{action}/",
+                    view(self.action_view),
+                    {"action": action},
+                    name=f"{name}_{action.replace('-', '_')}",
+                )
+            )
+        return own + super().get_urls()
+
+    def add_view(
+        self,
+        request: HttpRequest,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        return self._form_view(request, None)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        campaign = self.get_object(request, object_id)
+        if campaign is not None and campaign.status == CampaignStatus.DRAFT:
+            if not launch_queued(campaign) and self.has_change_permission(request, campaign):
+                return self._form_view(request, campaign)
+        if campaign is not None and self.has_view_permission(request, campaign):
+            extra_context = {**(extra_context or {}), **self._live_context(request, campaign)}
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    def _campaign(self, request: HttpRequest, object_id: int) -> Campaign:
+        campaign: Campaign | None = self.get_object(request, str(object_id))
+        if campaign is None:
+            raise Http404("no such campaign")
+        if not self.has_view_permission(request, campaign):
+            raise PermissionDenied
+        return campaign
+
+    def _change_url(self, campaign: Campaign) -> str:
+        return reverse("admin:campaigns_campaign_change", args=[campaign.pk])
+
+    # --- create and edit -------------------------------------------------------------------
+
+    def _form_view(self, request: HttpRequest, campaign: Campaign | None) -> HttpResponse:
+        form = CampaignForm(request.POST or None, instance=campaign)
+        if request.method == "POST" and form.is_valid():
+            saved = form.save(commit=False)
+            saved.status_reason = ""  # a refused launch's reason no longer applies
+            saved.save()
+            form.save_m2m()
+            if "_preflight" in request.POST:
+                return redirect("admin:campaigns_campaign_preflight", object_id=saved.pk)
+            self.message_user(request, f"Draft {saved} saved.", messages.SUCCESS)
+            return redirect(self._change_url(saved))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Edit draft {campaign}" if campaign else "New campaign",
+            "form": form,
+            "campaign": campaign,
+            "preview_url": reverse("admin:campaigns_campaign_preview"),
+            "media": self.media + form.media,
+        }
+        return TemplateResponse(request, "admin/campaigns/campaign/campaign_form.html", context)
+
+    @staticmethod
+    def _mapping_from(raw: str) -> Any:
+        try:
+            return json.loads(raw) if raw else {}
+        except ValueError:
+            return {}
+
+    def preview_view(self, request: HttpRequest) -> HttpResponse:
+        """The template's parameters, the mappable fields and the message for a few
+        contacts: ``?template=ID&lists=ID&lists=ID&mapping=JSON``."""
+        if not (self.has_add_permission(request) or self.has_change_permission(request)):
+            raise PermissionDenied
+        template_id = _int(request.GET.get("template"))
+        template = Template.objects.filter(pk=template_id).first() if template_id else None
+        list_ids = [i for i in map(_int, request.GET.getlist("lists")) if i is not None]
+        fields = contact_fields(list_ids=list_ids)
+        if template is None:
+            return JsonResponse({"slots": [], "fields": fields, "samples": [], "error": None})
+        preview = message_preview(
+            template=template,
+            mapping=self._mapping_from(request.GET.get("mapping", "")),
+            contacts=sample_contacts(list_ids=list_ids),
+        )
+        return JsonResponse({**preview, "fields": fields, "template": _template_info(template)})
+
+    # --- pre-flight and launch -------------------------------------------------------------
+
+    def preflight_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        campaign = self._campaign(request, object_id)
+        if campaign.status != CampaignStatus.DRAFT or launch_queued(campaign):
+            return redirect(self._change_url(campaign))
+        report = campaign_preflight(campaign=campaign)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Pre-flight check: {campaign}",
+            "campaign": campaign,
+            "report": report,
+            "can_launch": can_launch(request),
+            "zone": campaign.time_zone or "UTC",
+            "edit_url": self._change_url(campaign),
+        }
+        return TemplateResponse(request, "admin/campaigns/campaign/preflight.html", context)
+
+    @staticmethod
+    def _schedule_at(request: HttpRequest, campaign: Campaign) -> datetime | None:
+        if request.POST.get("when") != "schedule":
+            return None
+        raw = request.POST.get("at", "")
+        try:
+            naive = datetime.fromisoformat(raw)
+        except ValueError:
+            raise ValidationError(f"{raw!r} is not a date and time") from None
+        return naive.replace(tzinfo=ZoneInfo(campaign.time_zone or "UTC"))
+
+    def launch_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        return require_POST(self._launch)(request, object_id)
+
+    def _launch(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        if not can_launch(request):
+            raise PermissionDenied
+        campaign = self._campaign(request, object_id)
+        try:
+            at = self._schedule_at(request, campaign)
+            outcome = campaign_launch(campaign=campaign, at=at, actor=request.user.get_username())
+        except (LaunchError, ValidationError) as exc:
+            text = exc.messages[0] if isinstance(exc, ValidationError) else str(exc)
+            self.message_user(request, f"Not launched: {text}", messages.ERROR)
+            return redirect("admin:campaigns_campaign_preflight", object_id=campaign.pk)
+        if outcome == "scheduled":
+            self.message_user(request, f"{campaign} is scheduled for {at:%Y-%m-%d %H:%M %Z}.")
+        else:
+            self.message_user(request, f"{campaign} is launching.", messages.SUCCESS)
+        self.log_change(request, campaign, f"Launch: {outcome}")
+        campaign_live_forget(campaign_id=campaign.pk)
+        return redirect(self._change_url(campaign))
+
+    # --- the live page ---------------------------------------------------------------------
+
+    def _live_context(self, request: HttpRequest, campaign: Campaign) -> dict[str, Any]:
+        pk = campaign.pk
+        return {
+            "live": campaign_live(campaign=campaign),
+            "live_url": reverse("admin:campaigns_campaign_live", args=[pk]),
+            "export_url": reverse("admin:campaigns_campaign_export", args=[pk]),
+            "poll_ms": POLL_SECONDS * 1000,
+            "can_launch": can_launch(request),
+            "action_urls": {
+                action: reverse(f"admin:campaigns_campaign_{action}", args=[pk])
+                for action in ("pause", "resume", "cancel", "retry_failed")
+            },
+        }
+
+    def live_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        return require_GET(self._live)(request, object_id)
+
+    def _live(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        campaign = self._campaign(request, object_id)
+        return JsonResponse(campaign_live(campaign=campaign))
+
+    def action_view(self, request: HttpRequest, object_id: int, action: str) -> HttpResponse:
+        return require_POST(self._action)(request, object_id, action)
+
+    def _action(self, request: HttpRequest, object_id: int, action: str) -> HttpResponse:
+        if not can_launch(request):
+            raise PermissionDenied
+        campaign = self._campaign(request, object_id)
+        who = request.user.get_username()
+        try:
+            text = self._act(campaign, action, who)
+        except (LifecycleError, LaunchError) as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+        else:
+            self.log_change(request, campaign, text)
+            self.message_user(request, text, messages.SUCCESS)
+        campaign_live_forget(campaign_id=campaign.pk)
+        return HttpResponseRedirect(self._change_url(campaign))
+
+    @staticmethod
+    def _act(campaign: Campaign, action: str, who: str) -> str:
+        if action == "pause":
+            campaign_pause(campaign=campaign, reason=f"paused by {who}")
+            return f"{campaign} paused."
+        if action == "resume":
+            if campaign_resume_or_launch(campaign=campaign, actor=who) == "queued":
+                return f"{campaign} is launching."
+            return f"{campaign} resumed."
+        if action == "cancel":
+            cancelled = campaign_cancel(campaign=campaign, reason=f"cancelled by {who}")
+            return f"{campaign} cancelled: {cancelled:,} unsent message(s) cancelled."
+        report = campaign_retry_failed(campaign=campaign, actor=who)
+        return f"{campaign}: {report.retried:,} failed message(s) queued for a fresh attempt."
+
+    def export_view(self, request: HttpRequest, object_id: int) -> StreamingHttpResponse:
+        campaign = self._campaign(request, object_id)
+        response = StreamingHttpResponse(
+            campaign_results_csv(campaign=campaign), content_type="text/csv; charset=utf-8"
+        )
+        filename = campaign_results_filename(campaign)
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _template_info(template: Template) -> dict[str, Any]:
+    return {
+        "id": template.pk,
+        "name": template.name,
+        "language": template.language,
+        "category": template.category,
+    }

@@ -1,0 +1,279 @@
+"""Dead letters for support: find them, see what was sent and how it failed, decide.
+
+Requeue (fresh attempts) and discard (with a note) are bulk actions and buttons on the
+detail page; both call ``delivery.dead_letters`` and need their own permissions
+(``delivery.requeue_deadletter``, ``delivery.discard_deadletter``). Entries are never
+edited or deleted by hand: the audit trail under each one says who decided what.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+
+from delivery.dead_letters import (
+    NOTE_MAX_LENGTH,
+    DeadLetterDecision,
+    dead_letter_discard,
+    dead_letter_request,
+    dead_letter_requeue,
+)
+from delivery.models import DeadLetter, DeadLetterStatus, Message
+from whatsblast.admin.pagination import LargeTableAdmin
+
+
+class ErrorCodeFilter(admin.SimpleListFilter):
+    title = "error code"
+    parameter_name = "error_code"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        # One DISTINCT ON over the code index: every code present, with a title seen for it.
+        rows = (
+            DeadLetter.objects.order_by("error_code")
+            .distinct("error_code")
+            .values_list("error_code", "error_title")
+        )
+        return [
+            (str(code) if code is not None else "none", f"{code} {title}".strip())
+            for code, title in rows
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> Any:
+        value = self.value()
+        if value is None:
+            return queryset
+        if value == "none":
+            return queryset.filter(error_code__isnull=True)
+        try:
+            return queryset.filter(error_code=int(value))
+        except ValueError:
+            return queryset.none()
+
+
+class DecisionForm(forms.Form):
+    note = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        required=False,
+        max_length=NOTE_MAX_LENGTH,
+        help_text="Why: kept in the audit trail. Required to discard.",
+    )
+
+
+@admin.register(DeadLetter)
+class DeadLetterAdmin(LargeTableAdmin):
+    list_display = (
+        "id",
+        "recipient",
+        "campaign",
+        "phone_number",
+        "error_code",
+        "error_title",
+        "status",
+        "created_at",
+    )
+    list_filter = ("status", ErrorCodeFilter, "campaign", "phone_number")
+    date_hierarchy = "created_at"
+    # Exact recipient: the join reaches the message by its primary key.
+    search_fields = ("=message__to",)
+    search_help_text = "Exact recipient in E.164 form (+5511999990000)."
+    list_select_related = ("message", "campaign", "phone_number")
+    ordering = ("-created_at", "-id")
+    actions = ("requeue_selected", "discard_selected")
+    change_form_template = "admin/delivery/deadletter/change_form.html"
+    readonly_fields = (
+        "message",
+        "campaign",
+        "phone_number",
+        "error_code",
+        "error_title",
+        "status",
+        "created_at",
+        "resolved_at",
+        "resolved_by",
+        "note",
+    )
+    fieldsets = (
+        (None, {"fields": (("message", "campaign", "phone_number"),)}),
+        (None, {"fields": (("error_code", "error_title"),)}),
+        (None, {"fields": (("status", "created_at", "resolved_at", "resolved_by"), "note")}),
+    )
+
+    @admin.display(description="recipient", ordering="message__to")
+    def recipient(self, obj: DeadLetter) -> str:
+        return obj.message.to
+
+    # --- permissions ---------------------------------------------------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # decided through requeue / discard, never edited
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the audit trail hangs off the entry
+
+    def has_requeue_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("delivery.requeue_deadletter"))
+
+    def has_discard_permission(self, request: HttpRequest) -> bool:
+        return bool(request.user.has_perm("delivery.discard_deadletter"))
+
+    # --- bulk actions: a confirmation page with the note, then the service -----------------
+
+    @admin.action(
+        description="Requeue selected dead letters (fresh attempts)", permissions=("requeue",)
+    )
+    def requeue_selected(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter]
+    ) -> HttpResponse | None:
+        return self._bulk_decision(request, queryset, action="requeue_selected")
+
+    @admin.action(
+        description="Discard selected dead letters (with a note)", permissions=("discard",)
+    )
+    def discard_selected(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter]
+    ) -> HttpResponse | None:
+        return self._bulk_decision(request, queryset, action="discard_selected")
+
+    def _bulk_decision(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter], *, action: str
+    ) -> HttpResponse | None:
+        form = DecisionForm(request.POST if "confirm" in request.POST else None)
+        if form.is_bound and form.is_valid():
+            note = form.cleaned_data["note"].strip()
+            if action == "discard_selected" and not note:
+                form.add_error("note", "Say why these dead letters are discarded.")
+            elif self._decide(request, action, list(queryset.values_list("id", flat=True)), note):
+                return None  # back to the list, with the message
+        across = request.POST.get("select_across") == "1"
+        # Posted back as they came: the admin wants the page's ticked boxes even when the
+        # action applies to everything the filters match.
+        selected = request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)
+        requeue = action == "requeue_selected"
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Requeue dead letters" if requeue else "Discard dead letters",
+            "action": action,
+            "form": form,
+            "select_across": across,
+            "selected": selected,
+            "count": None if across else len(selected),
+            "open_count": queryset.filter(status=DeadLetterStatus.OPEN)[:10_001].count(),
+            "media": self.media,
+        }
+        return TemplateResponse(request, "admin/delivery/deadletter/decide.html", context)
+
+    def _decide(self, request: HttpRequest, action: str, ids: list[int], note: str) -> bool:
+        try:
+            if action == "requeue_selected":
+                decision = dead_letter_requeue(dead_letters=ids, user=request.user, note=note)
+                self._report(request, decision, "requeued")
+            else:
+                decision = dead_letter_discard(dead_letters=ids, user=request.user, note=note)
+                self._report(request, decision, "discarded")
+        except ValidationError as exc:
+            self.message_user(request, " ".join(exc.messages), messages.ERROR)
+            return False
+        return True
+
+    def _report(self, request: HttpRequest, decision: DeadLetterDecision, verb: str) -> None:
+        level = messages.SUCCESS if decision.done else messages.WARNING
+        self.message_user(request, decision.summary(verb), level)
+
+    # --- detail page: the message, its request, its attempts, the trail, the buttons -------
+
+    def get_urls(self) -> list[URLPattern]:
+        info = f"{self.opts.app_label}_{self.opts.model_name}"
+        own = [
+            path(
+                "<int:object_id>/requeue/",
+                self.admin_site.admin_view(self.requeue_view),
+                name=f"{info}_requeue",
+            ),
+            path(
+                "<int:object_id>/discard/",
+                self.admin_site.admin_view(self.discard_view),
+                name=f"{info}_discard",
+            ),
+        ]
+        return own + super().get_urls()
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        letter = (
+            DeadLetter.objects.select_related(
+                "message__phone_number", "message__template", "message__campaign"
+            )
+            .filter(pk=object_id)
+            .first()
+            if object_id.isdigit()
+            else None
+        )
+        extra: dict[str, Any] = dict(extra_context or {})
+        if letter is not None:
+            extra.update(self._detail_context(request, letter))
+        return super().change_view(request, object_id, form_url, extra)
+
+    def _detail_context(self, request: HttpRequest, letter: DeadLetter) -> dict[str, Any]:
+        message: Message = letter.message
+        request_shown = dead_letter_request(message=message)
+        is_open = letter.status == DeadLetterStatus.OPEN
+        return {
+            "letter": letter,
+            "message_obj": message,
+            "message_url": reverse("admin:delivery_message_change", args=[message.pk])
+            if request.user.has_perm("delivery.view_message")
+            else "",
+            "request_url": request_shown["url"],
+            "request_body": json.dumps(request_shown["body"], indent=2, ensure_ascii=False),
+            "attempts": letter.attempts or message.error_history,
+            "trail": list(letter.actions.order_by("created_at", "id")),
+            "earlier": list(
+                DeadLetter.objects.filter(message=message)
+                .exclude(pk=letter.pk)
+                .order_by("-id")[:20]
+            ),
+            "can_requeue": is_open and self.has_requeue_permission(request),
+            "can_discard": is_open and self.has_discard_permission(request),
+            "decision_form": DecisionForm(),
+        }
+
+    def requeue_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        if not self.has_requeue_permission(request):
+            raise PermissionDenied
+        return self._single_decision(request, object_id, "requeue_selected")
+
+    def discard_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        if not self.has_discard_permission(request):
+            raise PermissionDenied
+        return self._single_decision(request, object_id, "discard_selected")
+
+    def _single_decision(self, request: HttpRequest, object_id: int, action: str) -> HttpResponse:
+        letter = get_object_or_404(DeadLetter, pk=object_id)
+        url = reverse("admin:delivery_deadletter_change", args=[letter.pk])
+        if request.method != "POST":
+            return HttpResponseRedirect(url)
+        form = DecisionForm(request.POST)
+        if not form.is_valid():
+            self.message_user(request, "The note is too long.", messages.ERROR)
+        else:
+            self._decide(request, action, [letter.pk], form.cleaned_data["note"])
+        return HttpResponseRedirect(url)

@@ -1,0 +1,374 @@
+"""Contact uploads in the admin: the upload form on a list, the column choice, the live
+progress and the result with its rejected rows.
+
+The file streams to disk as it arrives (``ContactFileUploadHandler``); each page below asks
+``campaigns.audience.uploads`` to do the work, and the import itself runs as a job, so no request
+lasts longer than reading the upload and its first rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any, cast
+
+import phonenumbers
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.files.uploadedfile import UploadedFile
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.views.decorators.csrf import csrf_protect
+
+from campaigns.audience.rows import ImportFileError
+from campaigns.audience.uploads import (
+    LISTED_REJECTIONS,
+    contact_upload_create,
+    contact_upload_preview,
+    contact_upload_progress,
+    contact_upload_queue,
+    contact_upload_rejects_path,
+    stored_suffix,
+    upload_dir,
+)
+from campaigns.models import ContactList, ContactUpload, ContactUploadStatus
+
+UPLOAD_FIELD = "file"
+
+
+class StoredUploadFile(UploadedFile[bytes]):
+    """An upload already written to its final place under CONTACT_UPLOAD_DIR."""
+
+    def __init__(self, stored_path: Path, *, name: str, size: int, content_type: str) -> None:
+        super().__init__(stored_path.open("rb"), name, content_type, size)
+        self.stored_path = stored_path
+
+
+class ContactFileUploadHandler(FileUploadHandler):
+    """Write the one contact file straight to CONTACT_UPLOAD_DIR, chunk by chunk.
+
+    Nothing of it is held in memory, and nothing past ``max_bytes`` is kept: the partial
+    file is deleted and the rest of the request read and dropped, so the page can answer
+    with a message instead of a broken connection.
+    """
+
+    def __init__(self, request: HttpRequest, *, max_bytes: int) -> None:
+        super().__init__(request)
+        self.max_bytes = max_bytes
+        self.too_large = False
+        self.stored_path: Path | None = None
+        self._file: Any = None
+        self._size = 0
+
+    def new_file(self, field_name: str, file_name: str, *args: Any, **kwargs: Any) -> None:
+        super().new_file(field_name, file_name, *args, **kwargs)
+        if field_name != UPLOAD_FIELD or self.stored_path is not None:
+            raise StopUpload(connection_reset=False)  # one file, in the one field
+        self.stored_path = upload_dir() / f"{uuid.uuid4().hex}{stored_suffix(file_name)}"
+        self._file = self.stored_path.open("wb")
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
+        self._size += len(raw_data)
+        if self._size > self.max_bytes:
+            self.too_large = True
+            self._discard()
+            raise StopUpload(connection_reset=False)
+        self._file.write(raw_data)
+        return None
+
+    def file_complete(self, file_size: int) -> StoredUploadFile | None:
+        if self._file is None or self.stored_path is None:
+            return None
+        self._file.close()
+        self._file = None
+        return StoredUploadFile(
+            self.stored_path,
+            name=self.file_name or "upload",
+            size=file_size,
+            content_type=self.content_type or "application/octet-stream",
+        )
+
+    def upload_interrupted(self) -> None:
+        self._discard()
+
+    def _discard(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self.stored_path is not None:
+            self.stored_path.unlink(missing_ok=True)
+
+
+def _region_choices() -> list[tuple[str, str]]:
+    regions = sorted(phonenumbers.SUPPORTED_REGIONS)
+    return [("", "— none: every number has its +country code —")] + [
+        (r, f"{r} (+{phonenumbers.country_code_for_region(r)})") for r in regions
+    ]
+
+
+class MappingForm(forms.Form):
+    phone_column = forms.ChoiceField(label="Phone column")
+    name_column = forms.ChoiceField(label="Name column", required=False)
+    region = forms.ChoiceField(
+        label="Default country",
+        required=False,
+        help_text="Numbers written without +country are read as numbers of this country.",
+    )
+    attribute_columns = forms.MultipleChoiceField(
+        label="Other columns to keep on each contact",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Kept as contact attributes: campaign params can use them.",
+    )
+
+    def __init__(self, *args: Any, headers: list[str], has_header: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        columns = [(h, h) for h in headers]
+        choice = cast(dict[str, forms.ChoiceField], self.fields)
+        choice["phone_column"].choices = columns
+        choice["name_column"].choices = [("", "— none —"), *columns]
+        choice["region"].choices = _region_choices()
+        choice["attribute_columns"].choices = columns
+        if not has_header:
+            # A file without a header row: the import finds the phone column itself.
+            self.fields["phone_column"].disabled = True
+
+
+@admin.register(ContactUpload)
+class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
+    list_display = (
+        "id",
+        "original_name",
+        "contact_list",
+        "status",
+        "rows_read",
+        "imported",
+        "merged",
+        "rejected",
+        "created_by",
+        "created_at",
+    )
+    list_filter = ("status",)
+    search_fields = ("original_name", "contact_list__name")
+    list_select_related = ("contact_list", "created_by")
+    ordering = ("-created_at",)
+    show_full_result_count = False
+
+    @admin.display(description="imported")
+    def imported(self, obj: ContactUpload) -> Any:
+        return obj.result.get("imported", "")
+
+    @admin.display(description="merged")
+    def merged(self, obj: ContactUpload) -> Any:
+        return obj.result.get("merged", "")
+
+    @admin.display(description="rejected")
+    def rejected(self, obj: ContactUpload) -> Any:
+        return obj.result.get("rejected", "")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # uploads start from a contact list's page
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view
+        return [
+            path("<int:upload_id>/map/", view(self.map_view), name="campaigns_contactupload_map"),
+            path(
+                "<int:upload_id>/progress/",
+                view(self.progress_view),
+                name="campaigns_contactupload_progress",
+            ),
+            path(
+                "<int:upload_id>/rejects.csv",
+                view(self.rejects_view),
+                name="campaigns_contactupload_rejects",
+            ),
+            *super().get_urls(),
+        ]
+
+    def _get(self, request: HttpRequest, upload_id: int, *, add: bool = False) -> ContactUpload:
+        if not self.has_view_permission(request) or (add and not can_upload(request)):
+            raise PermissionDenied
+        return get_object_or_404(ContactUpload.objects.select_related("contact_list"), pk=upload_id)
+
+    # The status page: progress while it runs, the result once it is done.
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        if not object_id.isdigit():
+            raise Http404
+        upload = self._get(request, int(object_id))
+        if upload.status == ContactUploadStatus.MAPPING and can_upload(request):
+            return redirect("admin:campaigns_contactupload_map", upload.pk)
+        result = upload.result or {}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Upload of {upload.original_name}",
+            "upload": upload,
+            "progress": contact_upload_progress(upload=upload),
+            "result": result,
+            # 100,000 rather than 100000: read at a glance.
+            "counts": {k: f"{v:,}" for k, v in result.items() if isinstance(v, int)},
+            "rejections": result.get("rejections", [])[:LISTED_REJECTIONS],
+            "has_rejects_file": contact_upload_rejects_path(upload=upload) is not None,
+            "can_remap": upload.status == ContactUploadStatus.FAILED and can_upload(request),
+            "list_url": reverse(
+                "admin:campaigns_contactlist_change", args=[upload.contact_list_id]
+            ),
+        }
+        return TemplateResponse(request, "admin/campaigns/contactupload/status.html", context)
+
+    def progress_view(self, request: HttpRequest, upload_id: int) -> JsonResponse:
+        upload = self._get(request, upload_id)
+        return JsonResponse(contact_upload_progress(upload=upload))
+
+    def rejects_view(self, request: HttpRequest, upload_id: int) -> FileResponse:
+        upload = self._get(request, upload_id)
+        rejects = contact_upload_rejects_path(upload=upload)
+        if rejects is None:
+            raise Http404("no rejected rows")
+        name = f"{Path(upload.original_name).stem}-rejected.csv"
+        return FileResponse(
+            rejects.open("rb"), as_attachment=True, filename=name, content_type="text/csv"
+        )
+
+    def map_view(self, request: HttpRequest, upload_id: int) -> HttpResponse:
+        upload = self._get(request, upload_id, add=True)
+        status_url = reverse("admin:campaigns_contactupload_change", args=[upload.pk])
+        if upload.status not in (ContactUploadStatus.MAPPING, ContactUploadStatus.FAILED):
+            return redirect(status_url)
+        try:
+            preview = contact_upload_preview(upload=upload)
+        except ImportFileError as exc:
+            self.message_user(request, f"The file cannot be read: {exc}", messages.ERROR)
+            return redirect(status_url)
+        initial = {
+            "phone_column": upload.phone_column,
+            "name_column": upload.name_column,
+            "region": upload.region,
+            "attribute_columns": upload.attribute_columns,
+        }
+        form = MappingForm(
+            request.POST if request.method == "POST" else None,
+            initial=initial,
+            headers=preview.headers,
+            has_header=preview.has_header,
+        )
+        if form.is_bound and form.is_valid():
+            data = form.cleaned_data
+            try:
+                contact_upload_queue(
+                    upload=upload,
+                    phone_column=data["phone_column"] or "",
+                    name_column=data["name_column"] or "",
+                    region=data["region"] or "",
+                    attribute_columns=list(data["attribute_columns"]),
+                )
+            except ValidationError as exc:
+                _form_errors(form, exc)
+            else:
+                return redirect(status_url)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Choose the columns of {upload.original_name}",
+            "upload": upload,
+            "preview": preview,
+            "form": form,
+            "list_url": reverse(
+                "admin:campaigns_contactlist_change", args=[upload.contact_list_id]
+            ),
+        }
+        return TemplateResponse(request, "admin/campaigns/contactupload/map.html", context)
+
+
+def _form_errors(form: forms.Form, exc: ValidationError) -> None:
+    if hasattr(exc, "error_dict"):
+        for field, errors in exc.message_dict.items():
+            form.add_error(field if field in form.fields else None, errors)
+    else:
+        form.add_error(None, exc.messages)
+
+
+def can_upload(request: HttpRequest) -> bool:
+    return bool(request.user.has_perm("campaigns.add_contactupload"))
+
+
+class UploadForm(forms.Form):
+    file = forms.FileField(
+        label="Contact file",
+        help_text="CSV (UTF-8 or Excel's Windows encoding) or XLSX, up to a million rows.",
+        widget=forms.ClearableFileInput(attrs={"accept": ".csv,.txt,.tsv,.xlsx"}),
+    )
+
+
+def contact_list_upload_view(request: HttpRequest, list_admin: Any, object_id: int) -> HttpResponse:
+    """The upload form of a contact list.
+
+    Django reads the request body when anything first touches ``request.POST``, the CSRF
+    check included, so the handler that streams the file to disk must be installed before
+    the CSRF check runs: the URL is exempt from the middleware's check
+    (``ContactListAdmin.get_urls``) and the view applies it itself right after.
+    """
+    if not (list_admin.has_view_permission(request) and can_upload(request)):
+        raise PermissionDenied
+    handler = ContactFileUploadHandler(request, max_bytes=settings.CONTACT_UPLOAD_MAX_BYTES)
+    request.upload_handlers = [handler]
+    return csrf_protect(_upload)(request, list_admin, object_id, handler)
+
+
+def _upload(
+    request: HttpRequest, list_admin: Any, object_id: int, handler: ContactFileUploadHandler
+) -> HttpResponse:
+    contact_list = get_object_or_404(ContactList, pk=object_id)
+    form = UploadForm(request.POST or None, request.FILES or None)
+    if request.method == "POST":
+        stored = request.FILES.get(UPLOAD_FIELD)
+        valid = form.is_valid()
+        if handler.too_large:
+            limit = settings.CONTACT_UPLOAD_MAX_BYTES // (1024 * 1024)
+            form.errors["file"] = form.error_class(
+                [f"The file is larger than {limit} MB: split it in parts."]
+            )
+        elif valid and isinstance(stored, StoredUploadFile):
+            try:
+                upload = contact_upload_create(
+                    contact_list=contact_list,
+                    path=stored.stored_path,
+                    original_name=stored.name or "upload",
+                    user=request.user,
+                )
+            except ImportFileError as exc:
+                form.add_error("file", f"This file cannot be imported: {exc}.")
+            else:
+                return redirect("admin:campaigns_contactupload_map", upload.pk)
+        if isinstance(stored, StoredUploadFile):
+            stored.close()
+            stored.stored_path.unlink(missing_ok=True)  # refused: nothing kept
+    context = {
+        **list_admin.admin_site.each_context(request),
+        "opts": list_admin.opts,
+        "title": f"Upload contacts into {contact_list}",
+        "contact_list": contact_list,
+        "form": form,
+        "max_mb": settings.CONTACT_UPLOAD_MAX_BYTES // (1024 * 1024),
+        "recent": list(
+            ContactUpload.objects.filter(contact_list=contact_list)
+            .select_related("created_by")
+            .order_by("-created_at")[:10]
+        ),
+    }
+    return TemplateResponse(request, "admin/campaigns/contactupload/upload.html", context)

@@ -1,0 +1,75 @@
+"""Webhook tables in the admin: read-only records for support, one action to re-apply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from webhooks.models import AsyncError, InboundMessage, UnmatchedStatus, WebhookEvent
+from webhooks.services import events_requeue
+
+
+class ReadOnlyAdmin(admin.ModelAdmin[Any]):
+    """Machine-written rows: viewable, never edited or deleted by hand (they are the record
+    of what Meta sent; there is no API to fetch a webhook again)."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(WebhookEvent)
+class WebhookEventAdmin(ReadOnlyAdmin):
+    list_display = ("id", "received_at", "status", "processed_at", "error")
+    list_filter = ("status",)
+    search_fields = ("body_sha256",)
+    ordering = ("-received_at",)
+    readonly_fields = ("body_text",)
+    exclude = ("body",)
+    actions = ("requeue",)
+
+    @admin.display(description="body")
+    def body_text(self, obj: WebhookEvent) -> str:
+        return bytes(obj.body).decode("utf-8", "replace")
+
+    def has_reapply_permission(self, request: HttpRequest) -> bool:
+        # Applying again repeats template and account effects (pausing campaigns): an
+        # operator's decision, not support's, who can only read these records.
+        return request.user.has_perm("webhooks.change_webhookevent")
+
+    @admin.action(description="Apply again", permissions=("reapply",))
+    def requeue(self, request: HttpRequest, queryset: QuerySet[WebhookEvent]) -> None:
+        count = events_requeue(event_ids=list(queryset.values_list("id", flat=True)))
+        self.message_user(request, f"{count} events queued to apply again.", messages.SUCCESS)
+
+
+@admin.register(UnmatchedStatus)
+class UnmatchedStatusAdmin(ReadOnlyAdmin):
+    list_display = ("wamid", "status", "callback_data", "first_seen_at", "attempts", "reported_at")
+    list_filter = ("status", ("reported_at", admin.EmptyFieldListFilter))
+    search_fields = ("wamid", "callback_data")
+    ordering = ("-first_seen_at",)
+
+
+@admin.register(InboundMessage)
+class InboundMessageAdmin(ReadOnlyAdmin):
+    list_display = ("sent_at", "from_phone", "type", "text", "is_opt_out", "campaign")
+    list_filter = ("is_opt_out", "type")
+    search_fields = ("from_phone", "wamid")
+    list_select_related = ("campaign",)
+    ordering = ("-sent_at",)
+
+
+@admin.register(AsyncError)
+class AsyncErrorAdmin(ReadOnlyAdmin):
+    list_display = ("received_at", "code", "title", "phone_number_id")
+    list_filter = ("code",)
+    ordering = ("-received_at",)

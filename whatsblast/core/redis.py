@@ -1,0 +1,46 @@
+"""One Redis client per process, built from REDIS_URL and shared by RQ and the engine.
+
+The first time a process gets the client it checks the server's version
+(``whatsblast.core.service_versions``): an old server is refused with its version named, once,
+rather than failing later on a command it lacks. A server that does not answer is not
+checked yet; the next call tries again.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from urllib.parse import urlsplit
+
+import redis
+from django.conf import settings
+
+from whatsblast.core.service_versions import redis_version_check
+
+_checked: set[str] = set()
+
+
+@cache
+def _client(url: str) -> redis.Redis:
+    return redis.Redis.from_url(
+        url, socket_connect_timeout=5, socket_timeout=10, health_check_interval=30
+    )
+
+
+def get_redis() -> redis.Redis:
+    url = settings.REDIS_URL
+    conn = _client(url)
+    if url not in _checked:
+        try:
+            redis_version_check(conn, where=_where(url))
+        except (redis.ConnectionError, redis.TimeoutError):
+            return conn  # down: the caller meets that itself; the version is checked later
+        _checked.add(url)
+    return conn
+
+
+def _where(url: str) -> str:
+    """The server's address without credentials, for an error message."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}" + (
+        parts.path if parts.scheme == "unix" else ""
+    )

@@ -1,0 +1,62 @@
+"""Every RQ job: ids in, one service call, a JSON-able result out. Rules live in the services.
+
+Jobs are enqueued by name (``whatsblast.core.queues``, which also names their queue and
+timeout), so the services that queue work never import this module. Database connections
+are looked after around every job by the worker class (``whatsblast.rq``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from campaigns.audience.uploads import contact_upload_run_report
+from delivery.campaigns.launch import campaign_start_scheduled
+from delivery.campaigns.launch_queue import campaign_launch_queued
+from delivery.cloud.template_sync import templates_sync_all
+from delivery.engine.sender import campaign_slot_send
+from delivery.engine.transactional import transactional_send
+from webhooks.applier import events_drain
+from whatsblast.tick import maintenance_tick
+
+
+def campaign_send_job(campaign_id: int, slot: int, token: str) -> dict[str, Any]:
+    """Send for one slot of a running campaign for a time budget, then hand over."""
+    return campaign_slot_send(campaign_id=campaign_id, slot=slot, token=token)
+
+
+def campaign_launch_job(campaign_id: int) -> dict[str, Any]:
+    """Launch a draft queued from the admin (a million recipients outlast a request)."""
+    return campaign_launch_queued(campaign_id=campaign_id)
+
+
+def campaign_start_job(campaign_id: int) -> dict[str, Any]:
+    """Launch a scheduled campaign that has come due."""
+    summary = campaign_start_scheduled(campaign_id=campaign_id)
+    return summary.as_dict() if summary is not None else {"started": False}
+
+
+def transactional_send_job(message_id: int) -> str:
+    return str(transactional_send(message_id=message_id))
+
+
+def maintenance_tick_job() -> dict[str, Any]:
+    return maintenance_tick()
+
+
+def webhook_apply_job() -> dict[str, int]:
+    """Apply stored callback events until none is pending (or the time budget is spent).
+
+    Enqueued (debounced) after each stored POST; the tick's sweep also drains. Returns
+    the run's counts.
+    """
+    return events_drain().as_dict()
+
+
+def template_sync_all_job() -> list[dict[str, Any]]:
+    """Sync every account's template catalogue from Meta; one report per account."""
+    return [report.as_dict() for report in templates_sync_all()]
+
+
+def contacts_import_job(upload_id: int) -> dict[str, Any]:
+    """Import an uploaded contact file; the upload page polls its progress."""
+    return contact_upload_run_report(upload_id=upload_id)

@@ -1,0 +1,221 @@
+"""manage.py campaign create|status ...
+
+Each subcommand is an ``add_<name>_arguments`` / ``handle_<name>`` pair that calls one
+service (see ``SubcommandCommand``); a new subcommand is one entry in ``subcommands`` and
+those two methods.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+from typing import Any
+
+from django.core.management.base import CommandError, CommandParser
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from campaigns.drafts import campaign_create, param_mapping_from_specs
+from campaigns.models import Campaign
+from campaigns.state import LifecycleError, campaign_pause
+from campaigns.windows.daily import SendWindow
+from delivery.campaigns.launch import LaunchError, campaign_start
+from delivery.campaigns.lifecycle import campaign_cancel, campaign_resume
+from delivery.campaigns.progress import CampaignProgress, campaign_progress
+from whatsblast.management.base import SubcommandCommand
+
+
+class Command(SubcommandCommand):
+    help = "Campaigns: create, start, pause, resume, cancel, follow progress."
+    subcommands = {
+        "create": "Create a draft campaign; prints its id.",
+        "start": "Launch a campaign now, or at --at; starting twice is harmless.",
+        "pause": "Stop claiming at once; sends in flight finish.",
+        "resume": "Continue a paused campaign where it stopped.",
+        "cancel": "Cancel a campaign; rows not yet sent become cancelled.",
+        "status": "Message counts by status, send rate and ETA of a campaign.",
+    }
+
+    # --- helpers shared by the subcommands -----------------------------------------------------
+
+    @staticmethod
+    def add_campaign_id_argument(parser: CommandParser) -> None:
+        parser.add_argument("campaign_id", type=int, metavar="ID", help="campaign id")
+
+    @staticmethod
+    def campaign_get(options: dict[str, Any]) -> Campaign:
+        try:
+            return Campaign.objects.get(pk=options["campaign_id"])
+        except Campaign.DoesNotExist:
+            raise CommandError(f"no campaign with id {options['campaign_id']}") from None
+
+    # --- create ----------------------------------------------------------------------------------
+
+    def add_create_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--name", required=True, help="campaign name")
+        parser.add_argument(
+            "--number", required=True, metavar="PNID", help="phone number id to send from"
+        )
+        parser.add_argument("--template", required=True, metavar="NAME", help="template name")
+        parser.add_argument("--language", help="template language, when the name exists in several")
+        parser.add_argument(
+            "--list",
+            dest="lists",
+            action="append",
+            required=True,
+            metavar="NAME",
+            help="contact list (repeat for several)",
+        )
+        parser.add_argument(
+            "--param",
+            dest="params",
+            action="append",
+            default=[],
+            metavar="PARAM=SOURCE",
+            help="body param from a contact field (1=name, 2=city) or a constant "
+            "(2=const:SALE20); every template param must be mapped",
+        )
+        parser.add_argument(
+            "--header",
+            metavar="SOURCE",
+            help="the header's parameter: a field, or const:https://... (media link), "
+            "const:1234 (uploaded media id) or const:TEXT",
+        )
+        parser.add_argument(
+            "--button",
+            dest="buttons",
+            action="append",
+            default=[],
+            metavar="INDEX=SOURCE",
+            help="a button's parameter by index: a URL suffix (1=const:SUMMER, 1=coupon) "
+            "or a quick reply payload",
+        )
+        parser.add_argument(
+            "--window",
+            type=_window,
+            metavar="HH:MM-HH:MM",
+            help="send only inside this daily window in each recipient's local time, "
+            "e.g. 09:00-20:00 (22:00-06:00 wraps midnight)",
+        )
+        parser.add_argument(
+            "--time-zone",
+            default="",
+            metavar="ZONE",
+            help="IANA zone for recipients whose number gives none (default UTC)",
+        )
+        parser.add_argument(
+            "--time-zone-attribute",
+            default="timezone",
+            metavar="NAME",
+            help="contact attribute whose IANA zone overrides the number's (default timezone)",
+        )
+
+    def handle_create(self, options: dict[str, Any]) -> None:
+        campaign = campaign_create(
+            name=options["name"],
+            phone_number_id=options["number"],
+            template_name=options["template"],
+            language=options["language"],
+            list_names=options["lists"],
+            param_mapping=param_mapping_from_specs(
+                options["params"], header=options["header"], buttons=options["buttons"]
+            ),
+            window=options["window"],
+            time_zone=options["time_zone"],
+            time_zone_attribute=options["time_zone_attribute"],
+        )
+        self.stdout.write(str(campaign.pk))
+
+    # --- start / pause / resume / cancel -------------------------------------------------------
+
+    def add_start_arguments(self, parser: CommandParser) -> None:
+        self.add_campaign_id_argument(parser)
+        parser.add_argument(
+            "--at", type=_aware_datetime, help="ISO date-time to launch at (default: now)"
+        )
+
+    def handle_start(self, options: dict[str, Any]) -> None:
+        try:
+            summary = campaign_start(campaign=self.campaign_get(options), at=options["at"])
+        except LaunchError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(json.dumps(summary.as_dict()))
+
+    def add_pause_arguments(self, parser: CommandParser) -> None:
+        self.add_campaign_id_argument(parser)
+        parser.add_argument("--reason", default="paused from the command line")
+
+    def handle_pause(self, options: dict[str, Any]) -> None:
+        campaign = self._transition(
+            lambda c: campaign_pause(campaign=c, reason=options["reason"]), options
+        )
+        self.stdout.write(f"{campaign.pk} {campaign.status}")
+
+    def add_resume_arguments(self, parser: CommandParser) -> None:
+        self.add_campaign_id_argument(parser)
+
+    def handle_resume(self, options: dict[str, Any]) -> None:
+        campaign = self._transition(lambda c: campaign_resume(campaign=c), options)
+        self.stdout.write(f"{campaign.pk} {campaign.status}")
+
+    def add_cancel_arguments(self, parser: CommandParser) -> None:
+        self.add_campaign_id_argument(parser)
+
+    def handle_cancel(self, options: dict[str, Any]) -> None:
+        campaign = self.campaign_get(options)
+        cancelled = self._transition(lambda c: campaign_cancel(campaign=c), options)
+        self.stdout.write(f"{campaign.pk} cancelled ({cancelled} messages not sent)")
+
+    def _transition(self, action: Any, options: dict[str, Any]) -> Any:
+        try:
+            return action(self.campaign_get(options))
+        except (LifecycleError, LaunchError) as exc:
+            raise CommandError(str(exc)) from exc
+
+    # --- status ----------------------------------------------------------------------------------
+
+    def add_status_arguments(self, parser: CommandParser) -> None:
+        self.add_campaign_id_argument(parser)
+        parser.add_argument("--json", action="store_true", help="print a JSON object")
+
+    def handle_status(self, options: dict[str, Any]) -> None:
+        progress = campaign_progress(campaign=self.campaign_get(options))
+        if options["json"]:
+            self.stdout.write(json.dumps(progress.as_dict(), indent=2))
+        else:
+            self.stdout.write(progress_text(progress))
+
+
+def _window(value: str) -> SendWindow:
+    try:
+        return SendWindow.parse(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _aware_datetime(value: str) -> datetime:
+    parsed = parse_datetime(value)
+    if parsed is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an ISO date-time")
+    if timezone.is_naive(parsed):
+        parsed = timezone.make_aware(parsed)
+    return parsed
+
+
+def progress_text(progress: CampaignProgress) -> str:
+    counts = "  ".join(f"{status} {n}" for status, n in progress.counts.items() if n)
+    if progress.eta_seconds is None:
+        eta = "unknown (nothing sent in the last minute)"
+    else:
+        eta = f"{progress.eta_seconds:.0f}s"
+        if progress.eta is not None and progress.remaining:
+            eta += f" (around {progress.eta:%Y-%m-%d %H:%M:%S %Z})"
+    return "\n".join(
+        (
+            f"campaign {progress.campaign_id} {progress.name!r}: {progress.status}",
+            f"messages {progress.total}, remaining {progress.remaining}",
+            f"by status: {counts or 'none yet'}",
+            f"rate {progress.rate_per_second} msg/s over the last minute, ETA {eta}",
+        )
+    )

@@ -1,0 +1,50 @@
+"""The maintenance pass, every second or two: the one place that may call every app.
+
+Each step finds its work in PostgreSQL, so after a crashed worker or a lost Redis the next
+tick puts everything back in motion: leases expired and ambiguous sends settled, due
+schedules launched, canaries judged and released, running campaigns without a sender
+given one, transactional sends re-queued, webhook events a missed enqueue left behind
+applied, launches and uploads whose job was lost queued again, the template catalogue
+synced on its interval.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from campaigns.audience.uploads import contact_uploads_requeue_lost
+from delivery.campaigns.canary import canaries_check
+from delivery.campaigns.launch import schedules_due_queue
+from delivery.campaigns.launch_queue import launches_requeue_lost
+from delivery.cloud.template_sync import template_sync_schedule
+from delivery.engine.dispatch import campaigns_due_kick, transactional_due_requeue
+from delivery.engine.reconcile import reconcile
+from webhooks.applier import events_drain
+
+# The tick must not be held up by a webhook backlog (the applier's own jobs drain that).
+WEBHOOK_SWEEP_BUDGET_S = 2.0
+
+
+def maintenance_tick() -> dict[str, Any]:
+    report = reconcile()
+    started = schedules_due_queue()
+    # Before the kicks: rows a canary verdict releases are due now and get their senders.
+    canaries = canaries_check()
+    kicked = campaigns_due_kick()
+    requeued = transactional_due_requeue()
+    applied = events_drain(budget_seconds=WEBHOOK_SWEEP_BUDGET_S).as_dict()
+    return {
+        "leases_expired": report.leases_expired,
+        "unknown_resent": report.resent,
+        "unknown_failed": report.failed,
+        "completed": report.completed_campaigns,
+        "schedules_started": started,
+        "canaries": canaries.as_dict(),
+        "slots_started": kicked,
+        "transactional_requeued": requeued,
+        "webhooks": applied,
+        "launches_requeued": launches_requeue_lost(),
+        "uploads_requeued": contact_uploads_requeue_lost(),
+        # The template catalogue, at most once per TEMPLATE_SYNC_INTERVAL_SECONDS.
+        "templates_sync_queued": template_sync_schedule(),
+    }

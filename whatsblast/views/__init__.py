@@ -1,0 +1,1 @@
+"""The views other than the admin: Meta's webhook, the transactional API, health, metrics."""

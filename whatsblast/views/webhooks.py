@@ -1,0 +1,93 @@
+"""``/webhooks/whatsapp``: Meta's subscription handshake (GET) and its callbacks (POST).
+
+A POST does the least that makes the callback durable: read the raw body (size-capped),
+check its signature, store it with one INSERT, schedule the applier with one Redis SET,
+answer 200. Parsing statuses and touching messages happen in the applier job.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_http_methods
+
+from webhooks import metrics
+from webhooks.payloads import envelope_check
+from webhooks.services import event_store
+from webhooks.signature import handshake_challenge, signature_is_valid
+
+logger = logging.getLogger(__name__)
+
+_missing_secret_logged = False
+
+
+@csrf_exempt
+@require_http_methods(["GET", "POST"])
+def whatsapp_webhook(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        return _handshake(request)
+    return _receive(request)
+
+
+def _handshake(request: HttpRequest) -> HttpResponse:
+    challenge = handshake_challenge(
+        mode=request.GET.get("hub.mode"),
+        token=request.GET.get("hub.verify_token"),
+        challenge=request.GET.get("hub.challenge"),
+        verify_token=settings.WHATSAPP_VERIFY_TOKEN,
+    )
+    if challenge is None:
+        return HttpResponse("verification failed", status=403, content_type="text/plain")
+    return HttpResponse(challenge, content_type="text/plain")
+
+
+def _receive(request: HttpRequest) -> HttpResponse:
+    limit = settings.WEBHOOK_MAX_BODY_BYTES
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return HttpResponse("bad Content-Length", status=400, content_type="text/plain")
+    if declared > limit:
+        return _too_large()
+    secret = settings.WHATSAPP_APP_SECRET
+    if not secret:
+        # Fail closed: without the secret no callback can be told from a forgery.
+        _log_missing_secret()
+        return HttpResponse("forbidden", status=403, content_type="text/plain")
+    # Read from the stream rather than request.body: Django's DATA_UPLOAD_MAX_MEMORY_SIZE
+    # (2.5 MB) would refuse Meta's 3 MB callbacks, and the cap here is our own.
+    body = request.read(limit + 1)
+    if len(body) > limit:
+        return _too_large()
+    if not signature_is_valid(
+        body=body, header=request.headers.get("X-Hub-Signature-256"), secret=secret
+    ):
+        metrics.webhook_received("forbidden")
+        return HttpResponse("forbidden", status=403, content_type="text/plain")
+    rejection = _rejection(body)
+    event_id = event_store(body=body, rejected_reason=rejection)
+    metrics.webhook_stored(event_id=event_id, rejected=rejection is not None)
+    return HttpResponse("ok", content_type="text/plain")
+
+
+def _rejection(body: bytes) -> str | None:
+    """Why a signed body cannot be a callback; Meta still gets 200 so it stops retrying."""
+    try:
+        return envelope_check(json.loads(body))
+    except (ValueError, RecursionError) as exc:
+        return f"not JSON: {exc}"[:2000]
+
+
+def _too_large() -> HttpResponse:
+    return HttpResponse("payload too large", status=413, content_type="text/plain")
+
+
+def _log_missing_secret() -> None:
+    global _missing_secret_logged
+    if not _missing_secret_logged:
+        _missing_secret_logged = True
+        logger.error("WHATSAPP_APP_SECRET is not set: every webhook POST is refused")
