@@ -27,11 +27,11 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from campaigns.models import Campaign, CampaignStatus, PhoneNumber
-from campaigns.state import campaign_pause
 from delivery.cloud.client import Accepted, CloudApiClient, SendRequest, SendResult, get_client
 from delivery.cloud.outcomes import classify
-from delivery.engine import adaptive, dispatch, slots
+from delivery.engine import dispatch, slots
 from delivery.engine.completion import campaigns_complete_finished
+from delivery.engine.effects import batch_effects_apply
 from delivery.engine.ratelimit import TokenBucket, TrafficClass
 from delivery.engine.reach import reach_admit, reach_from_table
 from delivery.engine.settle import Effects, RetryPolicy, settle
@@ -343,24 +343,10 @@ class CampaignSlotSender:
             settlements, opted_out_contact_ids=effects.opted_out_contact_ids
         )
         self.meter.flush(results=[result for _, result in done], settlements=settlements)
-        if effects.released_ids:
-            release_messages(ids=effects.released_ids)
-        if effects.throttled:
-            report.throttled += effects.throttled
-            pause_s = adaptive.rate_throttled(bucket=self.bucket)
-            logger.warning(
-                "number %s throttled (130429 x%s): paused %.1fs",
-                self.number.phone_number_id,
-                effects.throttled,
-                pause_s,
-            )
-        elif report.sent:
-            adaptive.rate_recovered(bucket=self.bucket)
-        if effects.campaign_broken_reason:
-            campaign_pause(campaign=self.campaign, reason=effects.campaign_broken_reason)
-            logger.error("campaign %s paused: %s", self.campaign.pk, effects.campaign_broken_reason)
-            return True
-        return False
+        report.throttled += effects.throttled
+        return batch_effects_apply(
+            effects=effects, bucket=self.bucket, campaign=self.campaign, sent=report.sent
+        )
 
 
 def campaign_slot_send(*, campaign_id: int, slot: int, token: str) -> dict[str, Any]:
