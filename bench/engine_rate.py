@@ -1,28 +1,41 @@
-"""Sustained send rate vs configured rate, per number, through the whole engine.
+"""The engine's real pace, measured at the simulator over the whole life of each campaign.
 
 Starts the simulator (``--latency-ms``, default 250), ``--workers`` RQ workers and the
 ticker as real processes, creates ``--numbers`` phone numbers at ``--rate`` msg/s each
-(transactional reserve ``--reserve``, default 0 so the campaign may use the whole rate),
-one campaign per number with ``rate x --seconds`` recipients, launches them, and reads the
-simulator's per-second histogram of accepted sends. Steady state excludes the first and
-last two seconds. Prints one JSON object:
+(transactional reserve ``--reserve``, default 0), ``--campaigns`` campaigns per number
+(weights ``--weights``, the later ones started ``--stagger-s`` apart), or one campaign over
+a pool of all the numbers (``--pool``, with ``--pause-one-at`` pausing one number of the
+pool for ``--pause-s`` seconds mid-run), launches them and reads every accepted send from
+the simulator's records. Prints one JSON object. Every figure covers whole lives, idle
+seconds included:
 
-    {"rate": 250, "numbers": 1, "achieved_per_number": [...], "accuracy": 0.99,
-     "max_second": 251, "overshoot_seconds": 0, ...}
+* per number: sends / (last send - first send), against its campaign share;
+* per campaign: its wall time (launch to last send) against the ideal (recipients / share);
+* the whole run: total sends / (last - first) against the sum of the numbers' shares, and
+  its wall time against the ideal;
+* the busiest calendar second and the busiest sliding one-second window of any number,
+  and how many calendar seconds went over the number's rate;
+* with several campaigns on a number: each one's share of the sends while all ran, against
+  its weight, and how long a campaign started later took to reach its share.
+
+    .venv/bin/python bench/engine_rate.py --numbers 10 --rate 80 --workers 2
+    .venv/bin/python bench/engine_rate.py --numbers 1 --rate 80 --campaigns 3 --weights 1,2,3
+    .venv/bin/python bench/engine_rate.py --numbers 4 --rate 80 --pool --pause-one-at 10
 
 Uses the database and Redis from DATABASE_URL/REDIS_URL (or the embedded ones) and leaves
 its rows behind under campaign names starting with "bench-rate".
-
-    .venv/bin/python bench/engine_rate.py --rate 250 [--numbers 10] [--seconds 20] [--workers 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
-import math
 import time
 import uuid
+from collections import Counter, defaultdict
+from datetime import timedelta
+from typing import Any
 
 from harness import django_setup, process_env
 
@@ -32,6 +45,7 @@ import psutil  # noqa: E402
 import requests  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.management import call_command  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
 from campaigns.models import (  # noqa: E402
     BusinessAccount,
@@ -43,30 +57,33 @@ from campaigns.models import (  # noqa: E402
     Template,
 )
 from delivery.campaigns.launch import campaign_start  # noqa: E402
+from delivery.models import Message  # noqa: E402
+from delivery.numbers import phone_number_pause, phone_number_resume  # noqa: E402
 from whatsblast.core.processes import ProcessGroup, free_port, wait_for_http  # noqa: E402
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rate", type=int, default=250)
+    parser.add_argument("--rate", type=int, default=80)
     parser.add_argument("--numbers", type=int, default=1)
-    parser.add_argument("--seconds", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=20, help="each campaign's ideal length")
+    parser.add_argument("--campaigns", type=int, default=1, help="campaigns per number")
+    parser.add_argument("--weights", default="", help="comma-separated, one per campaign")
+    parser.add_argument("--stagger-s", type=float, default=0.0)
+    parser.add_argument("--pool", action="store_true", help="one campaign over all numbers")
+    parser.add_argument("--pause-one-at", type=float, default=0.0)
+    parser.add_argument("--pause-s", type=float, default=5.0)
     parser.add_argument("--reserve", type=float, default=0.0)
     parser.add_argument("--latency-ms", type=float, default=250)
-    parser.add_argument("--workers", type=int, default=0, help="0: one per sender chain + 1")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--dump", default="", help="write the accepted sends (JSON) here")
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
 
     run = uuid.uuid4().hex[:8]
-    share = args.rate * (1 - args.reserve)
-    chains = max(1, math.ceil(share / settings.CAMPAIGN_SLOT_RATE)) * args.numbers
-    workers = args.workers or chains + 1
     sim_port = free_port()
     sim = f"http://127.0.0.1:{sim_port}"
-    group = ProcessGroup(
-        settings.DATA_DIR / "bench-logs" / run,
-        process_env(),
-    )
+    group = ProcessGroup(settings.DATA_DIR / "bench-logs" / run, process_env())
     try:
         group.manage(
             "simulator", "simulator", "--port", str(sim_port),
@@ -74,26 +91,29 @@ def main() -> None:
             "--no-pair-limit", "--record-bodies", "0",
         )  # fmt: skip
         wait_for_http(f"{sim}/_sim/health")
-        campaigns = [_setup(run, index, args, sim) for index in range(args.numbers)]
-        for index in range(workers):
-            group.manage(f"worker-{index}", "rqworker", "campaigns", "maintenance")
+        numbers = [_number(run, index, args, sim) for index in range(args.numbers)]
+        plan = _campaigns(run, numbers, args)
+        for index in range(args.workers):
+            group.manage(f"worker-{index}", "rqworker", "transactional", "campaigns", "maintenance")
         group.manage("ticker", "ticker", "--every", "1")
-        time.sleep(2)  # workers up before the clock starts
-        started = time.time()
-        for campaign in campaigns:
-            campaign_start(campaign=campaign)
-        peak_rss = _wait(campaigns, group, timeout=args.seconds * 4 + 60)
-        elapsed = time.time() - started
-        result = _report(sim, campaigns, args, share, elapsed, workers, peak_rss)
+        time.sleep(3)  # workers up before the clock starts
+        launched = _launch(plan, args, numbers)
+        peak_rss = _wait([c for c, _ in plan], group, args, numbers, launched)
+        result = _report(sim, plan, numbers, args, launched, peak_rss)
     finally:
         group.stop()
     print(json.dumps(result, indent=2))
 
 
-def _setup(run: str, index: int, args: argparse.Namespace, sim: str) -> Campaign:
+def _share(number: PhoneNumber) -> float:
+    return number.rate_per_second * (1 - number.transactional_reserve)
+
+
+def _number(run: str, index: int, args: argparse.Namespace, sim: str) -> PhoneNumber:
     pnid = f"bench-{run}-{index}"
-    account = BusinessAccount.objects.create(
-        waba_id=f"bench-{run}-{index}", messaging_limit_tier="TIER_UNLIMITED"
+    waba = f"bench-{run}" if args.pool else f"bench-{run}-{index}"
+    account, _ = BusinessAccount.objects.get_or_create(
+        waba_id=waba, defaults={"messaging_limit_tier": "TIER_UNLIMITED"}
     )
     number = PhoneNumber.objects.create(
         phone_number_id=pnid,
@@ -103,9 +123,6 @@ def _setup(run: str, index: int, args: argparse.Namespace, sim: str) -> Campaign
         rate_per_second=args.rate,
         transactional_reserve=args.reserve,
         api_base_url=sim,
-    )
-    template = Template.objects.create(
-        account=account, name="bench_promo", language="en_US", body_param_count=1
     )
     requests.post(
         f"{sim}/_sim/numbers",
@@ -117,31 +134,101 @@ def _setup(run: str, index: int, args: argparse.Namespace, sim: str) -> Campaign
         json={"name": "bench_promo", "language": "en_US", "body_params": 1},
         timeout=5,
     ).raise_for_status()
-    recipients = int(args.rate * (1 - args.reserve) * args.seconds)
-    contact_list = ContactList.objects.create(name=f"bench-rate-{run}-{index}")
-    first = Contact.objects.count()  # reruns and other numbers get fresh people
+    return number
+
+
+def _audience(name: str, size: int) -> ContactList:
+    contact_list = ContactList.objects.create(name=name)
+    first = Contact.objects.count()  # reruns and other campaigns get fresh people
     contacts = Contact.objects.bulk_create(
-        (Contact(phone=f"+4930{first + i:010d}", name=f"B{i}") for i in range(recipients)),
+        (Contact(phone=f"+4930{first + i:010d}", name=f"B{i}") for i in range(size)),
         batch_size=5000,
     )
     ListMembership.objects.bulk_create(
         (ListMembership(contact_list=contact_list, contact=c) for c in contacts), batch_size=5000
     )
+    return contact_list
+
+
+def _campaigns(
+    run: str, numbers: list[PhoneNumber], args: argparse.Namespace
+) -> list[tuple[Campaign, float]]:
+    """(campaign, its ideal share in msg/s) for every campaign of the run."""
+    weights = [int(w) for w in args.weights.split(",") if w] or [1] * args.campaigns
+    plan: list[tuple[Campaign, float]] = []
+    if args.pool:
+        share = sum(_share(n) for n in numbers)
+        campaign = _campaign(run, "pool", numbers[0], int(share * args.seconds), 1)
+        campaign.pool_numbers.set(numbers[1:])
+        return [(campaign, share)]
+    for number in numbers:
+        total_weight = sum(weights[: args.campaigns])
+        for index in range(args.campaigns):
+            weight = weights[index]
+            share = _share(number) * weight / total_weight
+            size = int(share * args.seconds)
+            campaign = _campaign(run, f"{number.pk}-{index}", number, size, weight)
+            plan.append((campaign, share))
+    return plan
+
+
+def _campaign(run: str, tag: str, number: PhoneNumber, size: int, weight: int) -> Campaign:
+    template, _ = Template.objects.get_or_create(
+        account=number.account,
+        name="bench_promo",
+        language="en_US",
+        defaults={"body_param_count": 1},
+    )
     campaign = Campaign.objects.create(
-        name=f"bench-rate-{run}-{index}",
+        name=f"bench-rate-{run}-{tag}",
         phone_number=number,
         template=template,
         param_mapping={"body": {"1": {"field": "name"}}},
+        share_weight=weight,
     )
-    campaign.lists.set([contact_list])
+    campaign.lists.set([_audience(f"bench-rate-{run}-{tag}", size)])
     return campaign
 
 
-def _wait(campaigns: list[Campaign], group: ProcessGroup, *, timeout: float) -> float:
-    deadline = time.monotonic() + timeout
+def _launch(
+    plan: list[tuple[Campaign, float]], args: argparse.Namespace, numbers: list[PhoneNumber]
+) -> dict[int, float]:
+    """Launch every campaign (staggered per number when asked); wall time of each launch."""
+    launched: dict[int, float] = {}
+    by_slot: dict[int, list[Campaign]] = defaultdict(list)
+    for index, (campaign, _) in enumerate(plan):
+        by_slot[index % max(1, args.campaigns)].append(campaign)
+    started = time.time()
+    for slot in sorted(by_slot):
+        wait = started + slot * args.stagger_s - time.time()
+        if wait > 0:
+            time.sleep(wait)
+        for campaign in by_slot[slot]:
+            campaign_start(campaign=campaign)
+            launched[campaign.pk] = time.time()
+    return launched
+
+
+def _wait(
+    campaigns: list[Campaign],
+    group: ProcessGroup,
+    args: argparse.Namespace,
+    numbers: list[PhoneNumber],
+    launched: dict[int, float],
+) -> float:
+    deadline = time.monotonic() + args.seconds * 6 + 120
     peak = 0.0
+    paused = resumed = False
+    first = min(launched.values())
     while time.monotonic() < deadline:
         group.check()
+        if args.pause_one_at and not paused and time.time() - first >= args.pause_one_at:
+            until = timezone.now() + timedelta(seconds=args.pause_s)
+            phone_number_pause(phone_number=numbers[-1], until=until, reason="bench pause")
+            paused = True
+        if paused and not resumed and time.time() - first >= args.pause_one_at + args.pause_s:
+            phone_number_resume(phone_number=numbers[-1])
+            resumed = True
         for child in group.children:
             if child.name.startswith("worker"):
                 try:
@@ -157,48 +244,186 @@ def _wait(campaigns: list[Campaign], group: ProcessGroup, *, timeout: float) -> 
     raise SystemExit("campaigns did not complete in time")
 
 
+def _records(sim: str) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = requests.get(
+            f"{sim}/_sim/records", params={"after": after, "limit": 50_000}, timeout=60
+        ).json()["records"]
+        if not page:
+            return rows
+        rows.extend(r for r in page if str(r["outcome"]).startswith("accepted"))
+        after = page[-1]["seq"]
+
+
+def _busiest_window(times: list[float]) -> int:
+    """Most sends in any sliding one-second window (times sorted)."""
+    best = 0
+    for i, t in enumerate(times):
+        best = max(best, bisect.bisect_left(times, t + 1.0, lo=i) - i)
+    return best
+
+
 def _report(
     sim: str,
-    campaigns: list[Campaign],
+    plan: list[tuple[Campaign, float]],
+    numbers: list[PhoneNumber],
     args: argparse.Namespace,
-    share: float,
-    elapsed: float,
-    workers: int,
+    launched: dict[int, float],
     peak_rss: float,
-) -> dict[str, object]:
-    achieved: list[float] = []
-    max_second = 0
-    overshoot = 0
-    for campaign in campaigns:
-        pnid = campaign.phone_number.phone_number_id
-        histogram = requests.get(
-            f"{sim}/_sim/histogram", params={"phone_number_id": pnid}, timeout=10
-        ).json()
-        seconds = sorted((int(k), v) for k, v in histogram.items())
-        steady = [v for _, v in seconds[2:-2]] or [v for _, v in seconds]
-        achieved.append(sum(steady) / len(steady))
-        max_second = max(max_second, *(v for _, v in seconds))
-        overshoot += sum(1 for _, v in seconds if v > args.rate)
-    duplicates = requests.get(f"{sim}/_sim/duplicates", timeout=10).json()
-    return {
+) -> dict[str, Any]:
+    rows = _records(sim)
+    if args.dump:
+        with open(args.dump, "w") as f:
+            json.dump(rows, f)
+    campaign_of = dict(
+        Message.objects.filter(campaign__in=[c for c, _ in plan]).values_list("pk", "campaign_id")
+    )
+    per_number: dict[str, list[float]] = defaultdict(list)
+    per_campaign: dict[int, list[float]] = defaultdict(list)
+    for row in rows:
+        per_number[row["phone_number_id"]].append(row["wall"])
+        callback = row.get("callback_data") or ""
+        if callback.startswith("wb:"):
+            campaign_id = campaign_of.get(int(callback[3:]))
+            if campaign_id is not None:
+                per_campaign[campaign_id].append(row["wall"])
+    numbers_report = []
+    for number in numbers:
+        times = sorted(per_number[number.phone_number_id])
+        span = (times[-1] - times[0]) if len(times) > 1 else 0.0
+        seconds = Counter(int(t) for t in times)
+        share = _share(number)
+        if args.pause_one_at and number is numbers[-1]:
+            span -= args.pause_s  # the number was paused on purpose for this long
+        achieved = (len(times) - 1) / span if span > 0 else 0.0
+        numbers_report.append(
+            {
+                "phone_number_id": number.phone_number_id,
+                "sends": len(times),
+                "achieved": round(achieved, 1),
+                "accuracy": round(achieved / share, 4) if share else None,
+                "max_second": max(seconds.values(), default=0),
+                "max_sliding_second": _busiest_window(times),
+                "seconds_over_rate": sum(1 for n in seconds.values() if n > number.rate_per_second),
+            }
+        )
+    campaigns_report = []
+    for campaign, share in plan:
+        times = sorted(per_campaign[campaign.pk])
+        size = campaign.messages.count()
+        wall = (times[-1] - launched[campaign.pk]) if times else 0.0
+        campaigns_report.append(
+            {
+                "campaign": campaign.pk,
+                "weight": campaign.share_weight,
+                "recipients": size,
+                "sent": len(times),
+                "wall_s": round(wall, 2),
+                "ideal_s": round(size / share, 2),
+                "wall_vs_ideal": round(wall / (size / share), 4) if size else None,
+                "first_send_after_s": round(times[0] - launched[campaign.pk], 2) if times else None,
+            }
+        )
+    all_times = sorted(t for ts in per_number.values() for t in ts)
+    total_share = sum(_share(n) for n in numbers)
+    total_span = all_times[-1] - all_times[0] if len(all_times) > 1 else 0.0
+    first_launch = min(launched.values())
+    ideal_total = max(c["ideal_s"] for c in campaigns_report)
+    result: dict[str, Any] = {
         "scenario": "engine_rate",
         "rate": args.rate,
-        "campaign_share": share,
         "numbers": args.numbers,
+        "campaigns_per_number": args.campaigns,
+        "pool": args.pool,
+        "workers": args.workers,
         "latency_ms": args.latency_ms,
-        "workers": workers,
-        "recipients_per_number": int(share * args.seconds),
-        "achieved_per_number": [round(a, 1) for a in achieved],
-        "accuracy_min": round(min(achieved) / share, 4),
-        "accuracy_mean": round(sum(achieved) / len(achieved) / share, 4),
-        "max_second": max_second,
-        "overshoot_seconds": overshoot,
-        "duplicates": sum(len(v) for v in duplicates.values())
-        if isinstance(duplicates, dict)
-        else duplicates,
-        "elapsed_s": round(elapsed, 1),
+        "sends": len(all_times),
+        "duplicates": _duplicates(sim),
+        "total_achieved": round((len(all_times) - 1) / total_span, 1) if total_span else 0.0,
+        "total_share": total_share,
+        "total_accuracy": round((len(all_times) - 1) / total_span / total_share, 4)
+        if total_span
+        else None,
+        "wall_s": round(all_times[-1] - first_launch, 2) if all_times else None,
+        "ideal_wall_s": round(ideal_total + (args.campaigns - 1) * args.stagger_s, 2),
+        "accuracy_min_number": min(n["accuracy"] or 0 for n in numbers_report),
+        "max_second": max(n["max_second"] for n in numbers_report),
+        "max_sliding_second": max(n["max_sliding_second"] for n in numbers_report),
+        "seconds_over_rate": sum(n["seconds_over_rate"] for n in numbers_report),
         "worker_peak_rss_mb": round(peak_rss, 1),
+        "per_number": numbers_report,
+        "per_campaign": campaigns_report,
     }
+    result["wall_vs_ideal"] = (
+        round(result["wall_s"] / result["ideal_wall_s"], 4) if result["wall_s"] else None
+    )
+    if args.campaigns > 1:
+        result["shares"] = _shares(plan, per_campaign, launched, args)
+    if args.pool:
+        result["pool_sticky"] = _sticky(rows, plan[0][0])
+    return result
+
+
+def _shares(
+    plan: list[tuple[Campaign, float]],
+    per_campaign: dict[int, list[float]],
+    launched: dict[int, float],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """While every campaign of the number was sending: each one's share against its weight."""
+    campaigns = [c for c, _ in plan[: args.campaigns]]
+    starts = [min(per_campaign[c.pk]) for c in campaigns]
+    ends = [max(per_campaign[c.pk]) for c in campaigns]
+    lo, hi = max(starts) + 1.0, min(ends) - 1.0
+    counts = {c.pk: sum(1 for t in per_campaign[c.pk] if lo <= t < hi) for c in campaigns}
+    total = sum(counts.values()) or 1
+    weights = sum(c.share_weight for c in campaigns)
+    report: dict[str, Any] = {"window_s": round(max(0.0, hi - lo), 2), "campaigns": []}
+    for campaign in campaigns:
+        wanted = campaign.share_weight / weights
+        got = counts[campaign.pk] / total
+        # How long a campaign took to reach 90 % of its share (in one-second steps).
+        times = per_campaign[campaign.pk]
+        first = launched[campaign.pk]
+        reached = None
+        share_rate = plan[campaigns.index(campaign)][1]
+        for second in range(0, 30):
+            n = sum(1 for t in times if first + second <= t < first + second + 1)
+            if n >= 0.9 * share_rate:
+                reached = second + 1
+                break
+        report["campaigns"].append(
+            {
+                "campaign": campaign.pk,
+                "weight": campaign.share_weight,
+                "wanted": round(wanted, 4),
+                "got": round(got, 4),
+                "off_by": round(got / wanted - 1, 4),
+                "share_reached_within_s": reached,
+            }
+        )
+    return report
+
+
+def _sticky(rows: list[dict[str, Any]], campaign: Campaign) -> dict[str, Any]:
+    expected = dict(campaign.messages.values_list("to", "phone_number__phone_number_id"))
+    sent_from: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        sent_from[row["to"]].add(row["phone_number_id"])
+    wrong = sum(1 for to, froms in sent_from.items() if froms != {expected.get(to)})
+    return {
+        "recipients": len(expected),
+        "reached": len(sent_from),
+        "from_another_number": wrong,
+        "from_two_numbers": sum(1 for f in sent_from.values() if len(f) > 1),
+    }
+
+
+def _duplicates(sim: str) -> int:
+    duplicates = requests.get(f"{sim}/_sim/duplicates", timeout=30).json()
+    return sum(len(v) for v in duplicates.values()) if isinstance(duplicates, dict) else 0
 
 
 if __name__ == "__main__":

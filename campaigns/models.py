@@ -305,6 +305,24 @@ class Campaign(models.Model):
     )
     template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="campaigns")
     lists = models.ManyToManyField(ContactList, related_name="campaigns")
+    # A sender pool: further numbers of the same account to send from. Each recipient is
+    # given one number of the pool at launch (by a hash of their phone, in proportion to
+    # the numbers' rates) and always sent from it, so their replies land in one thread.
+    pool_numbers = models.ManyToManyField(
+        PhoneNumber,
+        blank=True,
+        related_name="pooled_campaigns",
+        verbose_name="also send from",
+        help_text="Other numbers of the same account; each recipient always gets one number.",
+    )
+    # Campaigns sending from one number at once share its rate in proportion to this.
+    share_weight = models.PositiveSmallIntegerField(
+        "share of the number",
+        default=1,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="When several campaigns send from one number at once, each gets a share "
+        "of its rate in proportion to this weight (1 each by default).",
+    )
     # {"body": {"1": {"field": "name"}, "2": {"value": "SALE20"}}, ...}
     param_mapping = models.JSONField(default=dict, blank=True)
     status = models.CharField(

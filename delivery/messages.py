@@ -23,6 +23,7 @@ from typing import Any
 from django.db import connection, transaction
 
 from campaigns.audience.opt_outs import contacts_opt_out
+from campaigns.models import CampaignStatus
 from delivery.models import OPEN_STATUSES, STATUS_RANK, Message, MessageKind, MessageStatus
 
 S = MessageStatus
@@ -111,15 +112,16 @@ def _run(sql: str, args: Any) -> int:
 # recipient). Opted-out contacts, and marketing templates to US numbers (Meta does not
 # deliver those), become `skipped` rows so the campaign's report accounts for everyone.
 # ON CONFLICT on the (campaign, to) unique index makes a second launch a no-op. The params
-# expression, the joins that find each row's first due time and that time come from the
-# launch (campaign params rendered in SQL, send windows, a canary's hold).
+# expression, the number each row is sent from (one, or a pool's pick), the joins that
+# find each row's first due time and that time come from the launch (campaign params
+# rendered in SQL, sender pools, send windows, a canary's hold).
 _CAMPAIGN_INSERT_SQL = f"""
 INSERT INTO delivery_message
        (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
         status, skip_reason, attempt, pair_limit_hits, next_attempt_at, wa_id,
         last_error_title, last_error_details, error_history, created_at,
         conversation_id, pricing_category, request_sha256)
-SELECT '{MessageKind.CAMPAIGN}', %(campaign_id)s, c.id, %(phone_number_id)s, %(template_id)s,
+SELECT '{MessageKind.CAMPAIGN}', %(campaign_id)s, c.id, {{number_expr}}, %(template_id)s,
        c.phone, {{params_expr}}, '',
        CASE WHEN c.opted_out_at IS NOT NULL THEN '{S.SKIPPED}'
             WHEN %(us_blocked)s AND c.phone LIKE '+1%%' THEN '{S.SKIPPED}'
@@ -143,14 +145,17 @@ def campaign_messages_create(
     next_attempt_expr: str,
     schedule_joins: str,
     args: dict[str, Any],
+    number_expr: str = "%(phone_number_id)s",
 ) -> int:
     """Insert the campaign's recipients as messages in one statement; return how many.
 
     ``args`` holds ``campaign_id``, ``phone_number_id``, ``template_id``, ``us_blocked``,
-    ``list_ids`` and whatever the fragments' own placeholders name.
+    ``list_ids`` and whatever the fragments' own placeholders name; ``number_expr`` picks
+    each row's number (over the contact alias ``c``) for a campaign with a sender pool.
     """
     sql = _CAMPAIGN_INSERT_SQL.format(
         params_expr=params_expr,
+        number_expr=number_expr,
         next_attempt_expr=next_attempt_expr,
         schedule_joins=schedule_joins,
     )
@@ -171,7 +176,8 @@ def transactional_message_insert(message: Message) -> Message:
 # SKIP LOCKED lets any number of workers on any number of hosts claim from the same
 # campaign at once without waiting on each other's row locks: each sees only rows nobody
 # else is claiming. The inner SELECT walks the partial index message_pending_claim_idx
-# (only pending rows, ordered by next_attempt_at), so the claim costs the same whether the
+# (only pending rows, by campaign, number, next_attempt_at: a number's sender claims its
+# own rows of each campaign it serves), so the claim costs the same whether the
 # campaign has a thousand rows or ten million. The outer UPDATE flips the rows to
 # `sending` with a lease timestamp in the same statement: a worker that dies after this
 # leaves rows the reconciler finds by their old `claimed_at`.
@@ -182,6 +188,7 @@ UPDATE delivery_message AS m
         SELECT id
           FROM delivery_message
          WHERE campaign_id = %(campaign_id)s
+           AND (%(phone_number_id)s::bigint IS NULL OR phone_number_id = %(phone_number_id)s)
            AND status = '{S.PENDING}'
            AND next_attempt_at <= now()
          ORDER BY next_attempt_at
@@ -209,10 +216,14 @@ SELECT id, attempt FROM delivery_message
 """  # noqa: S608
 
 
-def claim_campaign_batch(*, campaign_id: int, limit: int) -> list[ClaimedMessage]:
+def claim_campaign_batch(
+    *, campaign_id: int, limit: int, phone_number_id: int | None = None
+) -> list[ClaimedMessage]:
+    """Claim up to ``limit`` due rows of the campaign (those of one number when given)."""
     if limit <= 0:
         return []
-    return _claimed(_fetch(_CLAIM_CAMPAIGN_SQL, {"campaign_id": campaign_id, "limit": limit}))
+    args = {"campaign_id": campaign_id, "limit": limit, "phone_number_id": phone_number_id}
+    return _claimed(_fetch(_CLAIM_CAMPAIGN_SQL, args))
 
 
 def claim_message(*, message_id: int) -> ClaimedMessage | None:
@@ -231,9 +242,16 @@ def due_transactional(*, limit: int = 1000) -> list[tuple[int, int]]:
 # attempt. With a time (a closed send window, a messaging limit with no room) the row is
 # due again then; without one it keeps its due time. The guard `status = 'sending'` leaves
 # alone a row something else already moved (the reconciler took an expired lease).
+#
+# A row of a campaign cancelled while it was claimed is cancelled here, not put back: the
+# cancel only saw pending rows, and a pending row of a cancelled campaign would wait forever.
 _RELEASE_SQL = f"""
 UPDATE delivery_message AS m
-   SET status = '{S.PENDING}', claimed_at = NULL,
+   SET status = CASE WHEN EXISTS (SELECT 1 FROM campaigns_campaign c
+                                   WHERE c.id = m.campaign_id
+                                     AND c.status = '{CampaignStatus.CANCELLED}')
+                     THEN '{S.CANCELLED}' ELSE '{S.PENDING}' END,
+       claimed_at = NULL,
        next_attempt_at = coalesce(u.at, m.next_attempt_at)
   FROM unnest(%s::bigint[], %s::timestamptz[]) AS u(id, at)
  WHERE m.id = u.id AND m.status = '{S.SENDING}'
@@ -260,9 +278,15 @@ def release_messages(*, ids: Sequence[int], at: datetime | Sequence[datetime] | 
 # 'unknown' for a success) is what makes this safe against the other writers of the row:
 # a status webhook that already moved the message forward, or the reconciler that took
 # over an expired lease. Their state wins; this one only fills in the wamid.
+#
+# A retry (back to pending) of a row whose campaign was cancelled meanwhile is cancelled.
 _SETTLE_SQL = f"""
 UPDATE delivery_message AS m
-   SET status = u.status,
+   SET status = CASE WHEN u.status = '{S.PENDING}'
+                      AND EXISTS (SELECT 1 FROM campaigns_campaign c
+                                   WHERE c.id = m.campaign_id
+                                     AND c.status = '{CampaignStatus.CANCELLED}')
+                     THEN '{S.CANCELLED}' ELSE u.status END,
        attempt = u.attempt,
        pair_limit_hits = u.pair_limit_hits,
        next_attempt_at = coalesce(u.next_attempt_at, m.next_attempt_at),

@@ -122,8 +122,10 @@ class Message(models.Model):
         indexes = [
             # The claim query's index: only pending rows, so it stays small however large
             # the table grows.
+            # A number's sender claims each campaign's rows for that number (a campaign
+            # may send from a pool of numbers).
             models.Index(
-                fields=("campaign", "next_attempt_at"),
+                fields=("campaign", "phone_number", "next_attempt_at"),
                 condition=models.Q(status="pending"),
                 name="message_pending_claim_idx",
             ),

@@ -23,7 +23,7 @@ from delivery.api.errors import ApiProblem
 from delivery.api.keys import api_key_issue
 from delivery.api.services import transactional_message_create
 from delivery.api.validation import message_request_parse, request_sha256
-from delivery.engine.sender import number_bucket
+from delivery.engine.pacing import number_bucket
 from delivery.models import ApiKey, Message
 
 logger = logging.getLogger(__name__)

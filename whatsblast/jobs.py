@@ -13,15 +13,15 @@ from campaigns.audience.uploads import contact_upload_run_report
 from delivery.campaigns.launch import campaign_start_scheduled
 from delivery.campaigns.launch_queue import campaign_launch_queued
 from delivery.cloud.template_sync import templates_sync_all
-from delivery.engine.sender import campaign_slot_send
+from delivery.engine.send_service import number_slot_send
 from delivery.engine.transactional import transactional_send
 from webhooks.applier import events_drain
 from whatsblast.tick import maintenance_tick
 
 
-def campaign_send_job(campaign_id: int, slot: int, token: str) -> dict[str, Any]:
-    """Send for one slot of a running campaign for a time budget, then hand over."""
-    return campaign_slot_send(campaign_id=campaign_id, slot=slot, token=token)
+def number_send_job(phone_number_pk: int, slot: int, token: str, passes: int = 0) -> dict[str, Any]:
+    """Take one slot of a number: this worker's send loop serves it from now on."""
+    return number_slot_send(phone_number_pk=phone_number_pk, slot=slot, token=token, passes=passes)
 
 
 def campaign_launch_job(campaign_id: int) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import rq
 from django.db import close_old_connections
 from rq.serializers import JSONSerializer
 
+from delivery.engine.send_service import service_start, service_stop
 from whatsblast.core.service_versions import redis_version_check
 
 
@@ -33,10 +34,19 @@ class _DjangoJobs:
     would fail every later job in that process.
     """
 
-    def work(self, *args: Any, **kwargs: Any) -> Any:
+    def work(self, *args: Any, burst: bool = False, **kwargs: Any) -> Any:
         # Refuse an old Redis at start-up, naming its version (whatsblast.core.service_versions).
         redis_version_check(self.connection)  # type: ignore[attr-defined]
-        return super().work(*args, **kwargs)  # type: ignore[misc]
+        serves_campaigns = "campaigns" in self.queue_names()  # type: ignore[attr-defined]
+        if burst or not serves_campaigns:
+            return super().work(*args, burst=burst, **kwargs)  # type: ignore[misc]
+        # A long-running worker of the campaigns queue sends for the number slots it takes
+        # from its own event loop while it goes on taking jobs (delivery.engine.send_service).
+        service_start()
+        try:
+            return super().work(*args, burst=burst, **kwargs)  # type: ignore[misc]
+        finally:
+            service_stop()
 
     def execute_job(self, job: Any, queue: Any) -> Any:
         close_old_connections()

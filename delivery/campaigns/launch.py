@@ -18,6 +18,7 @@ from campaigns.models import (
     TemplateStatus,
 )
 from delivery.campaigns.canary import CanaryHold, canary_hold
+from delivery.campaigns.pools import campaign_pool, pool_number_sql, pool_validate
 from delivery.campaigns.schedule import launch_schedule
 from delivery.engine.dispatch import campaign_kick, campaign_schedule
 from delivery.messages import campaign_messages_create
@@ -147,9 +148,13 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     # table computed in Python, so the launch stays one set-based INSERT.
     schedule = launch_schedule(campaign=campaign, now=now)
     hold = canary_hold(campaign=campaign, list_ids=list_ids, us_blocked=us_blocked)
+    pool = campaign_pool(campaign)
+    pool_validate(campaign, pool)
+    number_expr, number_params = pool_number_sql(pool)
     with connection.cursor() as cursor:
         schedule.load(cursor)
     campaign_messages_create(
+        number_expr=number_expr,
         params_expr=params_expr,
         schedule_joins=schedule.joins,
         next_attempt_expr=hold.wrap(schedule.next_attempt_expr),
@@ -162,6 +167,7 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
             **named,
             **schedule.params,
             **hold.params,
+            **number_params,
         },
     )
     return hold

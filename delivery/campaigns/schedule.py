@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from django.db import connection, transaction
+from django.db.models import Q, Sum
 
 from campaigns.models import Campaign, CampaignStatus
 from campaigns.windows.campaign import campaign_default_zone, campaign_window
@@ -29,6 +30,7 @@ from campaigns.windows.zones import (
     zone_sql,
     zone_tables_load,
 )
+from delivery.campaigns.pools import campaign_pool
 
 if TYPE_CHECKING:
     from django.db.backends.utils import CursorWrapper
@@ -144,17 +146,22 @@ def recipients_by_zone(*, campaign: Campaign) -> dict[str, int]:
 
 
 def campaign_share_rate(*, campaign: Campaign) -> float:
-    """Messages a second this campaign may expect: its number's campaign share, split
-    evenly with the number's other running campaigns."""
-    number = campaign.phone_number
-    rate = min(number.effective_rate or number.rate_per_second, number.rate_per_second)
-    share = rate * (1 - number.transactional_reserve)
-    running = (
-        Campaign.objects.filter(phone_number=number, status=CampaignStatus.RUNNING)
-        .exclude(pk=campaign.pk)
-        .count()
-    )
-    return share / (running + 1)
+    """Messages a second this campaign may expect: on each number of its pool, its weight's
+    part of the number's campaign share, shared with the other running campaigns there."""
+    total = 0.0
+    for number in campaign_pool(campaign):
+        rate = min(number.effective_rate or number.rate_per_second, number.rate_per_second)
+        share = rate * (1 - number.transactional_reserve)
+        others = (
+            Campaign.objects.filter(status=CampaignStatus.RUNNING)
+            .filter(Q(phone_number=number) | Q(pool_numbers=number))
+            .exclude(pk=campaign.pk)
+            .distinct()
+            .aggregate(weights=Sum("share_weight"))["weights"]
+            or 0
+        )
+        total += share * campaign.share_weight / (campaign.share_weight + others)
+    return total
 
 
 def campaign_window_eta(*, campaign: Campaign, now: datetime) -> WindowEta:

@@ -75,12 +75,13 @@ class AsyncTransport:
         self.loop.run_forever()
 
     def submit(self, req: SendRequest) -> Future[SendResult]:
-        return asyncio.run_coroutine_threadsafe(self._send(req), self.loop)
+        return asyncio.run_coroutine_threadsafe(self.send_async(req), self.loop)
 
     def send(self, req: SendRequest) -> SendResult:
         return self.submit(req).result()
 
-    async def _send(self, req: SendRequest) -> SendResult:
+    async def send_async(self, req: SendRequest) -> SendResult:
+        """One send, awaited on this transport's own loop."""
         try:
             data = json.dumps(build_message_body(req), separators=(",", ":")).encode()
         except (KeyError, TypeError, ValueError) as exc:

@@ -1,4 +1,4 @@
-"""Putting work on the RQ queues: campaign slots, scheduled launches, transactional sends."""
+"""Putting work on the RQ queues: number slots, scheduled launches, transactional sends."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import math
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.db import connection
 
-from campaigns.models import Campaign, CampaignStatus
+from campaigns.models import Campaign, CampaignStatus, PhoneNumber
 from delivery.engine import slots
 from delivery.messages import due_transactional
 from delivery.models import MessageStatus
@@ -16,36 +17,48 @@ from whatsblast.core.redis import get_redis
 
 
 def slots_for(*, rate_per_second: float, reserve: float) -> int:
-    """Parallel sender chains for a campaign: one per CAMPAIGN_SLOT_RATE msg/s of its share.
+    """Senders for a number at once: one per CAMPAIGN_SLOT_RATE msg/s of its campaign share.
 
     One process sends a few hundred messages a second before its CPU is the limit, so a
-    1,000 msg/s number is spread over several chains, on several workers.
+    1,000 msg/s number is spread over several slots, held by several workers.
     """
     share = rate_per_second * (1 - reserve)
     return max(1, math.ceil(share / settings.CAMPAIGN_SLOT_RATE))
 
 
-def campaign_kick(*, campaign_id: int) -> int:
-    """Start a job chain on every free slot of a running campaign; return how many."""
-    campaign = Campaign.objects.select_related("phone_number").get(pk=campaign_id)
-    count = slots_for(
-        rate_per_second=campaign.phone_number.rate_per_second,
-        reserve=campaign.phone_number.transactional_reserve,
-    )
+def number_kick(*, phone_number_pk: int) -> int:
+    """Offer every free slot of the number to a worker; return how many were offered."""
+    number = PhoneNumber.objects.filter(pk=phone_number_pk).first()
+    if number is None:
+        return 0
+    count = slots_for(rate_per_second=number.rate_per_second, reserve=number.transactional_reserve)
     started = 0
-    for slot, held in enumerate(slots.slots_held(campaign_id, count)):
+    for slot, held in enumerate(slots.slots_held(number.phone_number_id, count)):
         if held:
             continue
-        token = slots.slot_reserve(campaign_id, slot)
+        token = slots.slot_reserve(number.phone_number_id, slot)
         if token is None:
             continue
-        queues.enqueue(queues.CAMPAIGN_SEND, campaign_id, slot, token)
+        queues.enqueue(queues.NUMBER_SEND, phone_number_pk, slot, token, 0)
         started += 1
     return started
 
 
-def campaign_continue(*, campaign_id: int, slot: int, token: str) -> None:
-    queues.enqueue(queues.CAMPAIGN_SEND, campaign_id, slot, token)
+def number_continue(
+    *, phone_number_pk: int, slot: int, token: str, passes: int = 0, delay_s: float = 0.0
+) -> None:
+    """Offer a reserved slot again (to another worker, or after a pass)."""
+    delay = timedelta(seconds=delay_s) if delay_s > 0 else None
+    queues.enqueue(queues.NUMBER_SEND, phone_number_pk, slot, token, passes, delay=delay)
+
+
+def campaign_kick(*, campaign_id: int) -> int:
+    """Give a running campaign's numbers (its own and its pool's) their senders."""
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:
+        return 0
+    numbers = {campaign.phone_number_id, *campaign.pool_numbers.values_list("pk", flat=True)}
+    return sum(number_kick(phone_number_pk=pk) for pk in sorted(numbers))
 
 
 def campaign_schedule(*, campaign_id: int, at: datetime) -> None:
@@ -76,27 +89,33 @@ def transactional_enqueue_fresh(*, message_id: int, delay_s: float = 0.0) -> Non
 
 
 def transactional_waiting() -> bool:
-    """True when transactional jobs wait: campaign senders step aside for them."""
+    """True when transactional jobs wait: a sender running in a job steps aside for them."""
     return queues.waiting(queues.TRANSACTIONAL) > 0
 
 
-# Running campaigns with a row due now: these need a live sender chain. The EXISTS walks
-# the partial pending index (campaign, next_attempt_at) and stops at the first row.
-_CAMPAIGNS_WITH_DUE_WORK_SQL = f"""
-SELECT c.id FROM campaigns_campaign c
- WHERE c.status = '{CampaignStatus.RUNNING}'
-   AND EXISTS (SELECT 1 FROM delivery_message m
-                WHERE m.campaign_id = c.id AND m.status = '{MessageStatus.PENDING}'
-                  AND m.next_attempt_at <= now())
+# Numbers with due work of a running campaign (its own number or one of its pool): these
+# need live senders. Each EXISTS walks the partial pending index (campaign, number,
+# next_attempt_at) and stops at the first row.
+_NUMBERS_WITH_DUE_WORK_SQL = f"""
+SELECT n.id FROM campaigns_phonenumber n
+ WHERE EXISTS (
+   SELECT 1 FROM campaigns_campaign c
+    WHERE c.status = '{CampaignStatus.RUNNING}'
+      AND (c.phone_number_id = n.id
+           OR EXISTS (SELECT 1 FROM campaigns_campaign_pool_numbers p
+                       WHERE p.campaign_id = c.id AND p.phonenumber_id = n.id))
+      AND EXISTS (SELECT 1 FROM delivery_message m
+                   WHERE m.campaign_id = c.id AND m.phone_number_id = n.id
+                     AND m.status = '{MessageStatus.PENDING}' AND m.next_attempt_at <= now()))
 """  # noqa: S608 - built from constants
 
 
 def campaigns_due_kick() -> int:
-    """Give every running campaign with due work its sender chains; return how many started."""
-    return sum(
-        campaign_kick(campaign_id=campaign.pk)
-        for campaign in Campaign.objects.raw(_CAMPAIGNS_WITH_DUE_WORK_SQL)
-    )
+    """Give every number with due campaign work its senders; return how many were offered."""
+    with connection.cursor() as cursor:
+        cursor.execute(_NUMBERS_WITH_DUE_WORK_SQL)
+        pks = [row[0] for row in cursor.fetchall()]
+    return sum(number_kick(phone_number_pk=pk) for pk in pks)
 
 
 def transactional_due_requeue() -> int:

@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import redis
+import redis.asyncio
+from redis.commands.core import AsyncScript
 
-from whatsblast.core.redis import get_redis
+from whatsblast.core.redis import get_async_redis, get_redis
 
 KEY_PREFIX = "wb:bucket"
 
@@ -159,6 +161,9 @@ return 1
 """
 
 
+_async_scripts: dict[int, AsyncScript] = {}
+
+
 class TokenBucket:
     """The shared limiter of one phone number."""
 
@@ -189,27 +194,39 @@ class TokenBucket:
         self._acquire = self._conn.register_script(_ACQUIRE_LUA)
         self._refund = self._conn.register_script(_REFUND_LUA)
 
+    def _call(self, want: int, traffic: TrafficClass) -> tuple[list[str], list[float | int]]:
+        keys = [self.number_key, self.campaign_key, self.pause_key, self.adaptive_key]
+        args: list[float | int] = [self.rate, self.reserve, self.burst_s, want]
+        args.append(1 if traffic is TrafficClass.CAMPAIGN else 0)
+        return [*keys, self.log_key], args
+
     def acquire(self, want: int, traffic: TrafficClass) -> Grant:
         """Take up to ``want`` tokens now; never blocks."""
         if want <= 0:
             return Grant(0, 0.0)
-        granted, wait_ms = self._acquire(
-            keys=[
-                self.number_key,
-                self.campaign_key,
-                self.pause_key,
-                self.adaptive_key,
-                self.log_key,
-            ],
-            args=[
-                self.rate,
-                self.reserve,
-                self.burst_s,
-                want,
-                1 if traffic is TrafficClass.CAMPAIGN else 0,
-            ],
-        )
+        keys, args = self._call(want, traffic)
+        granted, wait_ms = self._acquire(keys=keys, args=args)
         return Grant(int(granted), int(wait_ms) / 1000.0)
+
+    async def acquire_async(self, want: int, traffic: TrafficClass) -> Grant:
+        """``acquire`` from an event loop, through that loop's own Redis client.
+
+        The senders call it at the moment of the write, for the rows they are about to
+        send: what the send log counts is what leaves, when it leaves.
+        """
+        if want <= 0:
+            return Grant(0, 0.0)
+        script = _async_scripts.get(id(self._async_conn()))
+        if script is None:
+            script = self._async_conn().register_script(_ACQUIRE_LUA)
+            _async_scripts[id(self._async_conn())] = script
+        keys, args = self._call(want, traffic)
+        granted, wait_ms = await script(keys=keys, args=args)
+        return Grant(int(granted), int(wait_ms) / 1000.0)
+
+    @staticmethod
+    def _async_conn() -> redis.asyncio.Redis:
+        return get_async_redis()
 
     def refund(self, tokens: int, traffic: TrafficClass) -> None:
         if tokens <= 0:

@@ -11,8 +11,8 @@ from django.utils import timezone
 from delivery.cloud.client import SendRequest, get_client
 from delivery.cloud.outcomes import classify
 from delivery.engine import adaptive, dispatch
+from delivery.engine.pacing import number_bucket
 from delivery.engine.ratelimit import TrafficClass
-from delivery.engine.sender import number_bucket
 from delivery.engine.settle import Effects, RetryPolicy, settle
 from delivery.messages import claim_message, settlements_record, transactional_fail
 from delivery.metrics import SendMeter

@@ -10,9 +10,7 @@ shared servers are never touched), prints the scenario's JSON report, and assert
   campaign's resend policy put back ("ambiguous settled: pending");
 * every recipient the simulator accepted is recorded as sent/delivered/read, and every row
   recorded so was accepted;
-* no second of the simulator's histogram holds more than the number's rate plus the
-  allowance (``runner.rate_bound``: rate + max(3, 10 % of rate), for sends a descheduled
-  process dispatched late), and at most one second in twenty goes over the rate at all.
+* no second of the simulator's histogram holds more than the number's rate.
 
 CI sizes: 3,000 recipients at 200 msg/s. WHATSBLAST_FAULTS_LONG=1 runs the issue's sizes
 (50,000 recipients, 5xx for 30 s, timeouts for 10 s, a 60 s webhook backlog).
@@ -57,7 +55,7 @@ def _assert_nothing_lost_nothing_doubled(report: dict[str, Any], *, finals: set[
     assert report["final_not_accepted"] == 0, report
     for number in report["numbers"]:
         assert number["max_second"] <= rate_bound(number["rate"]), number
-        assert number["seconds_over_rate"] <= max(2, number["seconds"] // 20), number
+        assert number["seconds_over_rate"] == 0, number
 
 
 @pytest.fixture

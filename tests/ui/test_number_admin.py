@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from campaigns.models import PhoneNumber
-from delivery.engine.sender import number_bucket
+from delivery.engine.pacing import number_bucket
 from delivery.models import Message, MessageKind
 from delivery.numbers import TEST_SEND_KEY_NAME
 from tests.engine_support import number_on, running_simulator, work_burst

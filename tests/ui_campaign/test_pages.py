@@ -41,6 +41,7 @@ def form_data(setup: dict[str, Any], **overrides: Any) -> dict[str, Any]:
         "ambiguous_policy": "resend",
         "canary_size": 0,
         "canary_max_failure_percent": 5,
+        "share_weight": 1,
     }
     data.update(overrides)
     return data

@@ -93,6 +93,8 @@ class CampaignForm(forms.ModelForm[Campaign]):
         fields = (
             "name",
             "phone_number",
+            "pool_numbers",
+            "share_weight",
             "template",
             "lists",
             "param_mapping",
@@ -108,6 +110,7 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "phone_number": AccountTaggedSelect,
             "template": AccountTaggedSelect,
             "lists": forms.SelectMultiple(attrs={"size": 6}),
+            "pool_numbers": forms.SelectMultiple(attrs={"size": 4}),
             "param_mapping": forms.HiddenInput,
             "window_start": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
             "window_end": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
@@ -147,6 +150,12 @@ class CampaignForm(forms.ModelForm[Campaign]):
         template, number = cleaned.get("template"), cleaned.get("phone_number")
         if template is not None and number is not None and template.account_id != number.account_id:
             self.add_error("template", "The template belongs to another WABA than the number.")
+        pool = [n for n in cleaned.get("pool_numbers") or () if number is None or n != number]
+        if number is not None and any(n.account_id != number.account_id for n in pool):
+            self.add_error(
+                "pool_numbers",
+                "A pool sends one account's templates: choose numbers of the same account.",
+            )
         mapping = cleaned.get("param_mapping") or {}
         if template is not None:
             try:

@@ -47,7 +47,7 @@ class JobSpec:
 
 
 _JOBS = "whatsblast.jobs"
-CAMPAIGN_SEND = JobSpec(f"{_JOBS}.campaign_send_job", CAMPAIGNS)
+NUMBER_SEND = JobSpec(f"{_JOBS}.number_send_job", CAMPAIGNS)
 CAMPAIGN_LAUNCH = JobSpec(f"{_JOBS}.campaign_launch_job", MAINTENANCE)
 CAMPAIGN_START_SCHEDULED = JobSpec(f"{_JOBS}.campaign_start_job", MAINTENANCE)
 TRANSACTIONAL_SEND = JobSpec(f"{_JOBS}.transactional_send_job", TRANSACTIONAL)
@@ -56,7 +56,7 @@ WEBHOOK_APPLY = JobSpec(f"{_JOBS}.webhook_apply_job", MAINTENANCE)
 TEMPLATE_SYNC = JobSpec(f"{_JOBS}.template_sync_all_job", MAINTENANCE)
 CONTACTS_IMPORT = JobSpec(f"{_JOBS}.contacts_import_job", MAINTENANCE)
 ALL_JOBS = (
-    CAMPAIGN_SEND,
+    NUMBER_SEND,
     CAMPAIGN_LAUNCH,
     CAMPAIGN_START_SCHEDULED,
     TRANSACTIONAL_SEND,

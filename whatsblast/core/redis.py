@@ -8,10 +8,12 @@ checked yet; the next call tries again.
 
 from __future__ import annotations
 
+import asyncio
 from functools import cache
 from urllib.parse import urlsplit
 
 import redis
+import redis.asyncio
 from django.conf import settings
 
 from whatsblast.core.service_versions import redis_version_check
@@ -44,3 +46,19 @@ def _where(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}" + (
         parts.path if parts.scheme == "unix" else ""
     )
+
+
+_async_clients: dict[tuple[int, str], redis.asyncio.Redis] = {}
+
+
+def get_async_redis() -> redis.asyncio.Redis:
+    """The asyncio client of the running event loop (one per loop: clients are bound to it)."""
+    loop = asyncio.get_running_loop()
+    url = settings.REDIS_URL
+    key = (id(loop), url)
+    client = _async_clients.get(key)
+    if client is None:
+        client = _async_clients[key] = redis.asyncio.Redis.from_url(
+            url, socket_connect_timeout=5, socket_timeout=10, health_check_interval=30
+        )
+    return client
