@@ -1,45 +1,89 @@
-"""Webhook POSTs/s the endpoint absorbs under gunicorn: signature check, INSERT, Redis SET.
+"""Webhook POSTs/s the endpoint stores, one status per POST, as Meta sends them.
 
-Starts gunicorn (``whatsblast.wsgi``, ``--workers`` sync workers by default, persistent
-database connections as configured by DB_CONN_MAX_AGE) on a free port, then drives it
-from a separate load process: an asyncio closed loop keeping ``--concurrency`` signed
-POSTs in flight for ``--seconds``, each a distinct one-status callback in Meta's shape.
-Prints one JSON object: posts/s and client-side latency p50/p99 (after a 1 s warm-up).
+Starts the web process exactly as deploy/ runs it (``gunicorn -c deploy/gunicorn.conf.py
+whatsblast.wsgi``, production settings: DEBUG off, JSON logs, the group commit), then
+drives it with wrk (C, keep-alive connections, one request per signed body) from
+``--connections`` connections for ``--seconds``: every request carries a distinct body
+in Meta's shape and escaping, signed with the app secret as Meta signs. wrk cannot sign,
+so the bodies and their signatures are made beforehand and replayed in order.
 
-No applier runs: the events stay pending and are deleted afterwards, with the apply jobs
-the run enqueued. Run it against a scratch database:
+Prints one JSON object: POSTs/s answered 200, latency p50/p90/p99/max (wrk's, over every
+request), non-2xx answers, and how many events the table holds afterwards (every 200 must
+be there). No applier runs; the run's events are deleted afterwards. Needs wrk (Debian's
+package).
 
-    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/webhook_ingest.py [--seconds 10]
+    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/webhook_ingest.py \\
+        [--seconds 10] [--connections 64] [--workers 2] [--threads 16]
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import hmac
-import http.client
 import json
 import os
-import socket
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from harness import django_setup
+
 ROOT = Path(__file__).resolve().parent.parent
 APP_SECRET = "bench-app-secret"
-WARMUP_S = 1.0
+PATH = "/webhooks/whatsapp"
+
+# Replays the prepared requests, each thread its own slice; reports latency percentiles.
+WRK_SCRIPT = r"""
+local requests = {}
+local count = 0
+local index = 0
+
+function init(args)
+  local file = io.open(args[1])
+  local thread_id = tonumber(args[2])
+  local threads = tonumber(args[3])
+  local n = 0
+  for line in file:lines() do
+    if n % threads == thread_id then
+      local signature, body = line:match("^(%S+) (.*)$")
+      requests[#requests + 1] = wrk.format("POST", "__PATH__", {
+        ["Content-Type"] = "application/json",
+        ["X-Hub-Signature-256"] = signature,
+      }, body)
+    end
+    n = n + 1
+  end
+  file:close()
+  count = #requests
+end
+
+function request()
+  index = index + 1
+  if index > count then index = 1 end
+  return requests[index]
+end
+
+function done(summary, latency, requests)
+  local codes = {}
+  io.write(string.format(
+    "RESULT %d %d %.3f %.3f %.3f %.3f %d %d %d\n",
+    summary.requests, summary.duration,
+    latency:percentile(50) / 1000, latency:percentile(90) / 1000,
+    latency:percentile(99) / 1000, latency.max / 1000,
+    summary.errors.status, summary.errors.timeout, summary.errors.connect
+  ))
+end
+"""
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def callback_body(n: int) -> bytes:
+def callback_body(n: int, stamp: int) -> bytes:
+    """One delivered status, as Meta writes it: compact, ``/`` escaped."""
     payload = {
         "object": "whatsapp_business_account",
         "entry": [
@@ -56,9 +100,9 @@ def callback_body(n: int) -> bytes:
                             },
                             "statuses": [
                                 {
-                                    "id": f"wamid.bench-ingest-{os.getpid()}-{n}",
+                                    "id": f"wamid.bench-ingest-{stamp}-{n}",
                                     "status": "delivered",
-                                    "timestamp": str(int(time.time())),
+                                    "timestamp": str(stamp),
                                     "recipient_id": "16505551234",
                                     "biz_opaque_callback_data": f"wb:{n + 1}",
                                     "pricing": {
@@ -75,166 +119,143 @@ def callback_body(n: int) -> bytes:
             }
         ],
     }
-    text = json.dumps(payload, separators=(",", ":"))
-    return text.replace("/", "\\/").encode()
+    return json.dumps(payload, separators=(",", ":")).replace("/", "\\/").encode()
 
 
-async def load(url: str, *, seconds: float, concurrency: int) -> dict[str, Any]:
-    """Closed loop: ``concurrency`` POSTs always in flight until the time is up."""
-    import aiohttp
+def prepare(path: Path, count: int) -> None:
+    stamp = int(time.time())
+    with path.open("wb") as f:
+        for n in range(count):
+            body = callback_body(n, stamp)
+            digest = hmac.new(APP_SECRET.encode(), body, hashlib.sha256).hexdigest()
+            f.write(b"sha256=" + digest.encode() + b" " + body + b"\n")
 
-    latencies: list[float] = []
-    statuses: dict[int, int] = {}
-    counter = iter(range(10**9))
-    started = time.perf_counter()
-    measure_from = started + WARMUP_S
-    stop_at = measure_from + seconds
-    # Sync workers close the connection after each response; keep-alive would not help.
-    connector = aiohttp.TCPConnector(limit=concurrency, force_close=True)
-    async with aiohttp.ClientSession(connector=connector) as session:
 
-        async def worker() -> None:
-            while (now := time.perf_counter()) < stop_at:
-                body = callback_body(next(counter))
-                signature = hmac.new(APP_SECRET.encode(), body, hashlib.sha256).hexdigest()
-                headers = {
-                    "Content-Type": "application/json",
-                    "X-Hub-Signature-256": f"sha256={signature}",
-                }
-                async with session.post(url, data=body, headers=headers) as response:
-                    await response.read()
-                done = time.perf_counter()
-                if now >= measure_from:
-                    latencies.append(done - now)
-                    statuses[response.status] = statuses.get(response.status, 0) + 1
-
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    latencies.sort()
-    count = len(latencies)
+def wrk_run(url: str, requests_file: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """Run wrk with ``args.threads_wrk`` threads; every thread loads its slice."""
+    results = []
+    script = Path(tempfile.mkstemp(suffix=".lua")[1])
+    script.write_text(WRK_SCRIPT.replace("__PATH__", PATH))
+    # wrk hands the same script arguments to every thread: one wrk process per slice.
+    procs = []
+    per = max(1, args.connections // args.wrk_processes)
+    for index in range(args.wrk_processes):
+        procs.append(
+            subprocess.Popen(  # noqa: S603 - a fixed tool and our own arguments
+                [
+                    "wrk", "-t1", f"-c{per}", f"-d{args.seconds}s", "--timeout", "30s",
+                    "-s", str(script), url, "--",
+                    str(requests_file), str(index), str(args.wrk_processes),
+                ],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )  # fmt: skip
+    for proc in procs:
+        out, _ = proc.communicate(timeout=args.seconds + 120)
+        match = re.search(r"^RESULT (.*)$", out, re.M)
+        if match is None:
+            raise RuntimeError(f"wrk printed no result:\n{out}")
+        results.append([float(x) for x in match.group(1).split()])
+        non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+        results[-1].append(float(non2xx.group(1)) if non2xx else 0.0)
+    script.unlink()
+    requests = sum(r[0] for r in results)
+    duration_s = max(r[1] for r in results) / 1e6
+    non2xx = int(sum(r[9] for r in results))
     return {
-        "posts": count,
-        "seconds": seconds,
-        "posts_per_s": round(count / seconds),
-        "p50_ms": round(latencies[count // 2] * 1000, 2) if count else None,
-        "p99_ms": round(latencies[min(count - 1, int(count * 0.99))] * 1000, 2) if count else None,
-        "responses": statuses,
+        "requests": int(requests),
+        "seconds": round(duration_s, 2),
+        "posts_per_s": round(requests / duration_s),
+        "ok_per_s": round((requests - non2xx) / duration_s),
+        # Percentiles per wrk process; the worst of them is reported.
+        "p50_ms": max(r[2] for r in results),
+        "p90_ms": max(r[3] for r in results),
+        "p99_ms": max(r[4] for r in results),
+        "max_ms": max(r[5] for r in results),
+        "non_2xx": non2xx,
+        "errors": {
+            "status": int(sum(r[6] for r in results)),
+            "timeout": int(sum(r[7] for r in results)),
+            "connect": int(sum(r[8] for r in results)),
+        },
     }
 
 
-def server_start(port: int, args: argparse.Namespace) -> subprocess.Popen[bytes]:
-    env = dict(os.environ)
-    env.update(
-        WHATSAPP_APP_SECRET=APP_SECRET,
-        DEBUG="0",
-        ALLOWED_HOSTS="127.0.0.1,localhost",
-        LOG_LEVEL="WARNING",
-    )
-    env.setdefault("SECRET_KEY", "bench-only-secret-key")
-    command = [
-        str(ROOT / ".venv" / "bin" / "gunicorn"),
-        "whatsblast.wsgi",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(args.workers),
-        "--worker-class",
-        args.worker_class,
-        "--threads",
-        str(args.threads),
-        "--log-level",
-        "warning",
-    ]
-    server = subprocess.Popen(command, cwd=ROOT, env=env)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
-        try:
-            connection.request("GET", "/healthz")
-            if connection.getresponse().status == 200:
-                return server
-        except OSError:
-            time.sleep(0.2)
-        finally:
-            connection.close()
-    server.terminate()
-    raise RuntimeError("gunicorn did not start")
+def server_env(args: argparse.Namespace, port: int) -> dict[str, str]:
+    from whatsblast.core.processes import service_environment
 
-
-def cleanup(first_event: int, started_at: float) -> None:
-    """Delete the run's events and the applier jobs it enqueued."""
-    import django_rq
-
-    from webhooks.models import WebhookEvent
-    from whatsblast.core.queues import WEBHOOK_APPLY
-
-    WebhookEvent.objects.filter(id__gt=first_event).delete()
-    queue = django_rq.get_queue(WEBHOOK_APPLY.queue)
-    for job in queue.get_jobs():
-        enqueued = job.enqueued_at.timestamp() if job.enqueued_at else 0
-        if job.func_name == WEBHOOK_APPLY.path and enqueued >= started_at - 1:
-            job.delete()
+    return {
+        **os.environ,
+        **service_environment(),
+        "WHATSAPP_APP_SECRET": APP_SECRET,
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-only-secret-key-" + "x" * 40,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "LOG_LEVEL": "WARNING",
+        "LOG_FORMAT": "json",
+        "SESSION_COOKIE_SECURE": "0",
+        "CSRF_COOKIE_SECURE": "0",
+        "GUNICORN_BIND": f"127.0.0.1:{port}",
+        "GUNICORN_WORKERS": str(args.workers),
+        "GUNICORN_THREADS": str(args.threads),
+        "WEBHOOK_GROUP_COMMIT": "1" if args.group_commit else "0",
+        "WEBHOOK_MAX_PENDING": str(args.max_pending),
+        # The applier's debounced job would be queued once a second: none runs here.
+        "WEBHOOK_APPLY_DEBOUNCE_MS": "60000",
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--worker-class", default="sync", choices=("sync", "gthread"))
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--load-only", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--wrk-processes", type=int, default=1)
+    parser.add_argument("--max-pending", type=int, default=512)
+    parser.add_argument("--no-group-commit", dest="group_commit", action="store_false")
     args = parser.parse_args()
-
-    if args.load_only:  # the separate load process
-        result = asyncio.run(
-            load(args.load_only, seconds=args.seconds, concurrency=args.concurrency)
-        )
-        print(json.dumps(result))
-        return
-
-    sys.path.insert(0, str(ROOT))
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "whatsblast.settings")
-    os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
-    import django
-
-    django.setup()
+    if shutil.which("wrk") is None:
+        raise SystemExit("bench/webhook_ingest.py needs wrk: apt-get install wrk")
+    django_setup()
     from webhooks.models import WebhookEvent
+    from whatsblast.core.processes import free_port, wait_for_http
 
     first_event = WebhookEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    requests_file = Path(tempfile.mkstemp(suffix=".txt")[1])
+    # Enough distinct bodies that none repeats (a repeat is a duplicate, stored once).
+    prepare(requests_file, max(50_000, 8_000 * args.seconds))
     port = free_port()
-    started_at = time.time()
-    server = server_start(port, args)
+    web = subprocess.Popen(  # noqa: S603 - our own web process
+        [
+            str(ROOT / ".venv" / "bin" / "gunicorn"),
+            "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "whatsblast.wsgi",
+        ],
+        cwd=ROOT,
+        env=server_env(args, port),
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
     try:
-        loader = subprocess.run(
-            [
-                sys.executable,
-                __file__,
-                "--load-only",
-                f"http://127.0.0.1:{port}/webhooks/whatsapp",
-                "--seconds",
-                str(args.seconds),
-                "--concurrency",
-                str(args.concurrency),
-            ],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        result = json.loads(loader.stdout)
+        wait_for_http(f"http://127.0.0.1:{port}/healthz")
+        result = wrk_run(f"http://127.0.0.1:{port}", requests_file, args)
         stored = WebhookEvent.objects.filter(id__gt=first_event).count()
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-        cleanup(first_event, started_at)
+        web.terminate()
+        web.wait(timeout=30)
+        requests_file.unlink()
+        WebhookEvent.objects.filter(id__gt=first_event).delete()
     result.update(
+        scenario="webhook_ingest",
         workers=args.workers,
-        worker_class=args.worker_class,
         threads=args.threads,
-        concurrency=args.concurrency,
+        connections=args.connections,
+        group_commit=args.group_commit,
         events_stored=stored,
+        answered_200=result["requests"] - result["non_2xx"],
     )
     print(json.dumps(result))
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

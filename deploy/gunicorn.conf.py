@@ -44,6 +44,8 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 # cap the request line and headers here.
 limit_request_line = 8190
 accesslog = "-"
+# Every request but accepted webhook POSTs (counted in whatsblast_webhooks_received_total).
+logger_class = "whatsblast.observability.access_log.AccessLogger"
 errorlog = "-"
 access_log_format = '%({x-forwarded-for}i)s "%(r)s" %(s)s %(b)s %(M)sms'
 

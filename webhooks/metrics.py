@@ -9,7 +9,7 @@ from whatsblast.core.counters import KEY_PREFIX, counters_add
 # fields "received|<result>", "applied|<result>", "statuses", "message_updates", "unmatched"
 WEBHOOKS_KEY = f"{KEY_PREFIX}:webhooks"
 KEYS = (WEBHOOKS_KEY,)
-WEBHOOK_RECEIPTS = ("stored", "duplicate", "rejected", "forbidden")
+WEBHOOK_RECEIPTS = ("stored", "duplicate", "rejected", "forbidden", "shed")
 
 
 class AppliedCounts(Protocol):
@@ -44,3 +44,15 @@ def webhooks_applied(report: AppliedCounts) -> None:
         "unmatched": report.unmatched_new,
     }
     counters_add(("int", WEBHOOKS_KEY, field, n) for field, n in counts.items() if n > 0)
+
+
+def webhooks_stored_batch(*, stored: int, rejected: int, duplicates: int) -> None:
+    """Count a group-committed batch of signed POSTs by what became of them."""
+    counts = {"received|stored": stored, "received|rejected": rejected}
+    counts["received|duplicate"] = duplicates
+    counters_add(("int", WEBHOOKS_KEY, field, n) for field, n in counts.items() if n > 0)
+
+
+def webhook_shed() -> None:
+    """Count one POST answered 503: too many waiting, or not stored in time."""
+    counters_add([("int", WEBHOOKS_KEY, "received|shed", 1)])

@@ -17,8 +17,10 @@ class WebhookEvent(models.Model):
 
     received_at = models.DateTimeField(auto_now_add=True)
     body = models.BinaryField()
-    # SHA-256 of the raw body: a redelivered identical POST is recognised and stored once.
-    body_sha256 = models.CharField(max_length=64, unique=True)
+    # SHA-256 of the raw body: a redelivered identical POST is recognised and stored once
+    # (the unique constraint below; unique=True would add a LIKE index nothing uses, and
+    # every POST pays for each index).
+    body_sha256 = models.CharField(max_length=64)
     status = models.CharField(
         max_length=16, choices=WebhookEventStatus.choices, default=WebhookEventStatus.PENDING
     )
@@ -35,6 +37,9 @@ class WebhookEvent(models.Model):
                 condition=models.Q(status="pending"),
                 name="webhookevent_pending_idx",
             ),
+        ]
+        constraints = [
+            models.UniqueConstraint(fields=("body_sha256",), name="webhookevent_body_sha256_uniq"),
         ]
 
     def __str__(self) -> str:

@@ -77,6 +77,16 @@ TEMPLATE_SYNC_INTERVAL_SECONDS = env_int("TEMPLATE_SYNC_INTERVAL_SECONDS", 900, 
 # How long one campaign job sends before handing over to its continuation.
 CAMPAIGN_JOB_BUDGET_SECONDS = env_float("CAMPAIGN_JOB_BUDGET_SECONDS", 20.0, minimum=0.5)
 WEBHOOK_MAX_BODY_BYTES = env_int("WEBHOOK_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+# Webhook ingest (webhooks/ingest.py): concurrent POSTs of a web process stored by one
+# INSERT each round; at most WEBHOOK_MAX_PENDING wait per process (the admission limit),
+# each at most WEBHOOK_STORE_TIMEOUT_S, else 503 with Retry-After: WEBHOOK_RETRY_AFTER_S.
+WEBHOOK_GROUP_COMMIT = env_bool("WEBHOOK_GROUP_COMMIT", True)
+WEBHOOK_MAX_PENDING = env_int("WEBHOOK_MAX_PENDING", 512, minimum=1)
+WEBHOOK_STORE_TIMEOUT_S = env_float("WEBHOOK_STORE_TIMEOUT_S", 5.0, minimum=0.1, maximum=60)
+WEBHOOK_RETRY_AFTER_S = env_int("WEBHOOK_RETRY_AFTER_S", 1, minimum=1)
+# Committer threads per web process, each with its own connection (one inserts while
+# another waits for its commit to reach the disk).
+WEBHOOK_COMMITTERS = env_int("WEBHOOK_COMMITTERS", 2, minimum=1, maximum=8)
 
 # --- webhooks: the applier (webhooks/applier.py) ----------------------------------------------
 # Stored events taken per transaction; Meta batches up to 1,000 statuses in one event.

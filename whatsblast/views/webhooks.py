@@ -1,8 +1,10 @@
 """``/webhooks/whatsapp``: Meta's subscription handshake (GET) and its callbacks (POST).
 
 A POST does the least that makes the callback durable: read the raw body (size-capped),
-check its signature, store it with one INSERT, schedule the applier with one Redis SET,
-answer 200. Parsing statuses and touching messages happen in the applier job.
+check its signature, hand it to the process's group commit (one INSERT for every POST
+waiting at that moment, ``webhooks.ingest``), answer 200 once it is committed. Parsing
+statuses and touching messages happen in the applier job. Past capacity it answers 503
+with Retry-After.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods
 
 from webhooks import metrics
+from webhooks.ingest import NotStored, Overloaded, webhook_body_store
 from webhooks.payloads import envelope_check
-from webhooks.services import event_store
 from webhooks.signature import handshake_challenge, signature_is_valid
 
 logger = logging.getLogger(__name__)
@@ -68,9 +70,14 @@ def _receive(request: HttpRequest) -> HttpResponse:
     ):
         metrics.webhook_received("forbidden")
         return HttpResponse("forbidden", status=403, content_type="text/plain")
-    rejection = _rejection(body)
-    event_id = event_store(body=body, rejected_reason=rejection)
-    metrics.webhook_stored(event_id=event_id, rejected=rejection is not None)
+    try:
+        webhook_body_store(body=body, rejected_reason=_rejection(body))
+    except (Overloaded, NotStored):
+        # Past capacity, or the database too slow: Meta retries, and nothing was acked.
+        metrics.webhook_shed()
+        response = HttpResponse("busy", status=503, content_type="text/plain")
+        response["Retry-After"] = str(settings.WEBHOOK_RETRY_AFTER_S)
+        return response
     return HttpResponse("ok", content_type="text/plain")
 
 

@@ -1,0 +1,209 @@
+"""Group commit: many concurrent webhook POSTs stored by one INSERT, each acked after it.
+
+Meta sends mostly one status per POST, two or three per message, so a number sending
+1,000 msg/s brings some 3,000 POSTs a second. One INSERT and one commit per POST is most of
+a POST's cost; here every request thread of a web process hands its body to the process's
+``GroupCommitter`` and waits. A single committer thread takes everything waiting, stores
+it with one multi-row ``INSERT … ON CONFLICT DO NOTHING`` and one commit, and only then
+releases the waiting requests, which answer 200. Nothing is acknowledged before it is
+durable; a request that cannot be stored in time is answered 503 (Meta retries), and a
+body that was committed after all is recognised on its retry by its hash.
+
+Admission: at most ``WEBHOOK_MAX_PENDING`` bodies may wait per process. Past that the
+endpoint sheds load at once with 503 and ``Retry-After`` instead of letting requests pile
+up and time out.
+
+A request already inside a transaction (a test, ``ATOMIC_REQUESTS``) stores inline: its
+commit belongs to its caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import psycopg
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+
+from webhooks import metrics
+from webhooks.models import WebhookEventStatus
+from webhooks.services import applier_schedule, event_store
+
+logger = logging.getLogger(__name__)
+
+# Bodies stored per statement: a few hundred kilobytes at Meta's usual one status a body.
+MAX_BATCH = 500
+
+
+class Overloaded(Exception):
+    """More bodies wait than the admission limit allows: answer 503, Meta retries."""
+
+
+class NotStored(Exception):
+    """The body could not be committed in time (the database is slow or away): 503."""
+
+
+@dataclass(eq=False)
+class _Item:
+    body: bytes
+    digest: str
+    rejected_reason: str | None
+    done: threading.Event = field(default_factory=threading.Event)
+    event_id: int | None = None
+    failed: bool = False
+
+
+# Every waiting body of a batch in one statement. The unique body hash makes a redelivered
+# body (or the same body twice in one batch) a no-op; RETURNING says which rows are new.
+_BATCH_INSERT_SQL = """
+INSERT INTO webhooks_webhookevent
+    (received_at, body, body_sha256, status, error, processed_at, summary)
+SELECT now(), u.body, u.digest, u.status, u.error,
+       CASE WHEN u.status = %s THEN now() END, '{}'::jsonb
+  FROM unnest(%b::bytea[], %s::text[], %s::text[], %s::text[])
+       AS u(body, digest, status, error)
+ON CONFLICT (body_sha256) DO NOTHING
+RETURNING id, body_sha256
+"""
+
+
+class GroupCommitter:
+    """One web process's committer threads and the bodies waiting for them.
+
+    Two committers by default: while one waits for its commit to reach the disk (a few
+    milliseconds, most of a batch's time), the other is already inserting the next batch.
+    Each keeps its own database connection for the life of the process.
+    """
+
+    def __init__(self, *, max_pending: int, wait_s: float, committers: int = 2) -> None:
+        self.max_pending = max_pending
+        self.wait_s = wait_s
+        self.committers = committers
+        self._waiting: deque[_Item] = deque()
+        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
+
+    def store(self, *, body: bytes, rejected_reason: str | None) -> int | None:
+        """Store ``body`` durably; its event id, or ``None`` for a redelivery.
+
+        Raises ``Overloaded`` when too many bodies wait, ``NotStored`` when the commit did
+        not happen within ``wait_s``.
+        """
+        item = _Item(body, hashlib.sha256(body).hexdigest(), rejected_reason)
+        with self._cond:
+            if len(self._waiting) >= self.max_pending:
+                raise Overloaded
+            self._waiting.append(item)
+            self._ensure_thread()
+            self._cond.notify()
+        if not item.done.wait(self.wait_s) or item.failed:
+            raise NotStored
+        return item.event_id
+
+    def _ensure_thread(self) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
+        while len(self._threads) < self.committers:
+            thread = threading.Thread(
+                target=self._run, name=f"webhook-committer-{len(self._threads)}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting:
+                    self._cond.wait()
+                batch = [self._waiting.popleft() for _ in range(min(MAX_BATCH, len(self._waiting)))]
+            self._commit(batch)
+
+    def _commit(self, batch: list[_Item]) -> None:
+        started = time.monotonic()
+        try:
+            stored = _batch_insert(batch)
+        except DatabaseError as exc:
+            logger.warning("webhook batch of %s not stored (%s): answered 503", len(batch), exc)
+            connection.close()
+            for item in batch:
+                item.failed = True
+                item.done.set()
+            return
+        new_pending = False
+        for item in batch:
+            item.event_id = stored.get(item.digest)
+            new_pending |= item.event_id is not None and item.rejected_reason is None
+            item.done.set()
+        metrics.webhooks_stored_batch(
+            stored=sum(1 for i in batch if i.event_id is not None and i.rejected_reason is None),
+            rejected=sum(1 for i in batch if i.event_id is not None and i.rejected_reason),
+            duplicates=sum(1 for i in batch if i.event_id is None),
+        )
+        if new_pending:
+            applier_schedule()
+        elapsed = time.monotonic() - started
+        if elapsed > 1.0:
+            logger.warning("webhook batch of %s took %.2fs to commit", len(batch), elapsed)
+
+
+def _batch_insert(batch: list[_Item]) -> dict[str, int]:
+    """Insert the batch (the first of equal bodies wins); {digest: new event id}."""
+    unique: dict[str, _Item] = {}
+    for item in batch:
+        unique.setdefault(item.digest, item)
+    items = list(unique.values())
+    statuses = [
+        WebhookEventStatus.REJECTED if i.rejected_reason else WebhookEventStatus.PENDING
+        for i in items
+    ]
+    connection.ensure_connection()
+    # A raw psycopg cursor binds server side, the bodies as binary bytea (%b): no quoting
+    # and escaping of every body in Python, as Django's client-side binding would do.
+    with transaction.atomic(), psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(
+            _BATCH_INSERT_SQL,
+            [
+                WebhookEventStatus.REJECTED,
+                [i.body for i in items],
+                [i.digest for i in items],
+                statuses,
+                [(i.rejected_reason or "")[:2000] for i in items],
+            ],
+        )
+        stored = {digest: int(event_id) for event_id, digest in cursor.fetchall()}
+    for item in items:
+        if item.rejected_reason and item.digest in stored:
+            logger.warning(
+                "webhook event %s rejected: %s", stored[item.digest], item.rejected_reason
+            )
+    return stored
+
+
+_committer: GroupCommitter | None = None
+_committer_lock = threading.Lock()
+
+
+def committer() -> GroupCommitter:
+    global _committer
+    with _committer_lock:
+        if _committer is None:
+            _committer = GroupCommitter(
+                max_pending=settings.WEBHOOK_MAX_PENDING,
+                wait_s=settings.WEBHOOK_STORE_TIMEOUT_S,
+                committers=settings.WEBHOOK_COMMITTERS,
+            )
+        return _committer
+
+
+def webhook_body_store(*, body: bytes, rejected_reason: str | None) -> int | None:
+    """Store one signed body: grouped with other requests' when the request is autocommit,
+    inline (``event_store``) when it runs inside a transaction already."""
+    if connection.in_atomic_block or not settings.WEBHOOK_GROUP_COMMIT:
+        event_id = event_store(body=body, rejected_reason=rejected_reason)
+        metrics.webhook_stored(event_id=event_id, rejected=rejected_reason is not None)
+        return event_id
+    return committer().store(body=body, rejected_reason=rejected_reason)
