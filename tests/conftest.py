@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import redis
 
+from webhooks.ingest import committer_stop
 from whatsblast.core.counters import writes_resume
 from whatsblast.core.redis import get_redis
 
@@ -23,6 +24,14 @@ def redis_conn() -> Iterator[redis.Redis]:
     conn.flushdb()
     yield conn
     conn.flushdb()
+
+
+@pytest.fixture(autouse=True)
+def webhook_committer_stopped() -> Iterator[None]:
+    """A test that stored webhooks through the group commit leaves no committer thread
+    (and no database connection of one) behind."""
+    yield
+    committer_stop()
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from webhooks.payloads import ParsedBody, PayloadRejected, StatusUpdate, body_pa
 from webhooks.services import applier_debounce_clear, applier_schedule
 from webhooks.statuses import statuses_reduce, statuses_resolve
 from webhooks.unmatched import Retry, unmatched_due_lock, unmatched_settle, unmatched_store
+from whatsblast.core.db import bound_cursor
 
 logger = logging.getLogger(__name__)
 
@@ -216,7 +217,7 @@ def _events_finish(events: list[_Event], now: datetime) -> None:
             statuses.append(WebhookEventStatus.PROCESSED)
             errors.append("")
             summaries.append(json.dumps(event.parsed.summary()))
-    with connection.cursor() as cursor:
+    with bound_cursor() as cursor:
         cursor.execute(
             """
             UPDATE webhooks_webhookevent AS e

@@ -26,13 +26,13 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
 from webhooks import metrics
 from webhooks.models import WebhookEventStatus
 from webhooks.services import applier_schedule, event_store
+from whatsblast.core.db import bound_cursor
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,8 @@ class GroupCommitter:
         self._waiting: deque[_Item] = deque()
         self._cond = threading.Condition()
         self._threads: list[threading.Thread] = []
+        self.batches_committed = 0  # statements that stored something: a figure for tests
+        self._stopping = False
 
     def store(self, *, body: bytes, rejected_reason: str | None) -> int | None:
         """Store ``body`` durably; its event id, or ``None`` for a redelivery.
@@ -114,13 +116,29 @@ class GroupCommitter:
             thread.start()
             self._threads.append(thread)
 
+    def stop(self, timeout: float = 5.0) -> None:
+        """Let the committers finish what waits, then end them and close their connections."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        for thread in self._threads:
+            thread.join(timeout)
+        self._threads = []
+
     def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._waiting:
-                    self._cond.wait()
-                batch = [self._waiting.popleft() for _ in range(min(MAX_BATCH, len(self._waiting)))]
-            self._commit(batch)
+        try:
+            while True:
+                with self._cond:
+                    while not self._waiting and not self._stopping:
+                        self._cond.wait()
+                    if not self._waiting:
+                        return
+                    batch = [
+                        self._waiting.popleft() for _ in range(min(MAX_BATCH, len(self._waiting)))
+                    ]
+                self._commit(batch)
+        finally:
+            connection.close()
 
     def _commit(self, batch: list[_Item]) -> None:
         started = time.monotonic()
@@ -134,6 +152,7 @@ class GroupCommitter:
                 item.done.set()
             return
         new_pending = False
+        self.batches_committed += 1
         for item in batch:
             item.event_id = stored.get(item.digest)
             new_pending |= item.event_id is not None and item.rejected_reason is None
@@ -160,10 +179,9 @@ def _batch_insert(batch: list[_Item]) -> dict[str, int]:
         WebhookEventStatus.REJECTED if i.rejected_reason else WebhookEventStatus.PENDING
         for i in items
     ]
-    connection.ensure_connection()
-    # A raw psycopg cursor binds server side, the bodies as binary bytea (%b): no quoting
-    # and escaping of every body in Python, as Django's client-side binding would do.
-    with transaction.atomic(), psycopg.Cursor(connection.connection) as cursor:
+    # Bound on the server, the bodies as binary bytea (%b): no quoting and escaping of
+    # every body in Python, as Django's client-side binding would do.
+    with transaction.atomic(), bound_cursor() as cursor:
         cursor.execute(
             _BATCH_INSERT_SQL,
             [
@@ -197,6 +215,15 @@ def committer() -> GroupCommitter:
                 committers=settings.WEBHOOK_COMMITTERS,
             )
         return _committer
+
+
+def committer_stop() -> None:
+    """Stop the process's committer, if one started (tests; a clean shutdown)."""
+    global _committer
+    with _committer_lock:
+        if _committer is not None:
+            _committer.stop()
+            _committer = None
 
 
 def webhook_body_store(*, body: bytes, rejected_reason: str | None) -> int | None:

@@ -364,8 +364,11 @@ def epoch_parse(value: Any) -> datetime | None:
     """Meta's epoch seconds (a string in statuses and messages) as an aware UTC datetime."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, str) and DIGITS_RE.fullmatch(value.strip()):
-        value = int(value.strip())
+    if isinstance(value, str):
+        value = value.strip()
+        if not (len(value) <= 18 and value.isascii() and value.isdigit()):
+            return None
+        value = int(value)
     if not isinstance(value, int) or not 0 < value < 32_503_680_000:  # before year 3000
         return None
     return datetime.fromtimestamp(value, tz=UTC)

@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -106,20 +107,27 @@ def gunicorn(tmp_path, settings) -> Iterator[tuple[str, Path]]:
         GUNICORN_WORKERS="2",
         GUNICORN_THREADS="2",
     )
-    env["GUNICORN_BIND"] = f"127.0.0.1:{free_port()}"
     collect = run_manage(env, "collectstatic", "--noinput", "-v0")
     assert collect.returncode == 0, collect.stderr
-    # gunicorn.conf.py empties and creates it before the workers start.
+    with web_process(tmp_path, env) as (url, log_path):
+        yield url, log_path
+
+
+@contextmanager
+def web_process(tmp_path: Path, env: dict[str, str]) -> Iterator[tuple[str, Path]]:
+    """gunicorn as deploy/gunicorn.conf.py runs it, with ``env``, on a free port."""
+    bind = f"127.0.0.1:{free_port()}"
+    # gunicorn.conf.py empties and creates the metrics directory before the workers start.
     group = ProcessGroup(
-        tmp_path / "logs", {**env, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus")}
+        tmp_path / "logs",
+        {**env, "GUNICORN_BIND": bind, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus")},
     )
     web = group.start(
         "web", ["-m", "gunicorn", "-c", str(DEPLOY / "gunicorn.conf.py"), "whatsblast.wsgi"]
     )
-    url = f"http://{env['GUNICORN_BIND']}"
     try:
-        wait_for_http(f"{url}/healthz")
-        yield url, web.log_path
+        wait_for_http(f"http://{bind}/healthz")
+        yield f"http://{bind}", web.log_path
     finally:
         group.stop()
 
