@@ -12,10 +12,10 @@ import math
 from campaigns.models import PhoneNumber
 from delivery.engine.ratelimit import TokenBucket
 
-# Pace a little under the configured rate and keep the burst small: Meta counts per second
-# at its end, and network jitter moves sends across second boundaries, so an exact-rate
-# pace would now and then put rate + 1 or + 2 into one of Meta's seconds.
-RATE_HEADROOM = 0.985
+# The bucket runs at the number's exact rate: what keeps every second at or under it is the
+# send log in the same script (no grant takes a window of 1.00-1.01 s past the rate, at the
+# moment of the write). Pacing under the rate as well would only waste throughput: with a
+# 0.985 headroom the log's cap fell to floor(78.8) = 78 a second at 80 msg/s, 3.5 % lost.
 # The burst covers the send loop's own jitter (a claim, a flush) without letting a stall
 # turn into a spike: a tenth of a second's tokens, at most BURST_MAX_TOKENS.
 BURST_SECONDS = 0.1
@@ -29,7 +29,7 @@ def number_bucket(phone_number: PhoneNumber) -> TokenBucket:
     rate = phone_number.rate_per_second
     return TokenBucket(
         phone_number.phone_number_id,
-        rate=float(rate) * RATE_HEADROOM,
+        rate=float(rate),
         reserve=float(phone_number.transactional_reserve),
         burst_s=min(BURST_SECONDS, BURST_MAX_TOKENS / max(1, rate)),
     )

@@ -12,8 +12,10 @@ capped at a small burst.
 
 A bucket alone lets a full burst follow a stall inside one second: a second may then hold
 the rate plus the burst (a worker killed or restarted, a job handing over). So every grant
-is also written to a send log of 10 ms slots, and no grant takes a one-second window of the
-log past the rate: Meta counts per second, and no second may hold more than the rate.
+is also written to a send log of 10 ms slots, and no grant takes a window of 102 slots
+(1.01-1.02 s) past the rate: Meta counts per second, and no second may hold more than the
+rate. The window is a little over a second so that a send written a few milliseconds late
+(the event loop busy, the network) still lands in a second that has room.
 
 Keys carry the phone number id as a Redis Cluster hash tag (``{pnid}``) so every key of one
 number lives on one shard and the script may touch them all.
@@ -91,15 +93,15 @@ if is_campaign then
 end
 local granted = math.max(0, math.min(want, avail))
 
--- The send log: what the last second granted caps this grant. 101 slots of 10 ms: a grant
--- made anywhere in its slot stays counted for at least a full second.
+-- The send log: what the last second granted caps this grant. 102 slots of 10 ms: a grant
+-- made anywhere in its slot stays counted for at least 1.01 s (see the module's doc).
 local slot = math.floor(now / 10)
 local fields = {}
-for i = 1, 101 do fields[i] = slot - (i - 1) end
+for i = 1, 102 do fields[i] = slot - (i - 1) end
 local counts = redis.call('HMGET', KEYS[5], unpack(fields))
 local used = 0
 local oldest = nil
-for i = 101, 1, -1 do
+for i = 102, 1, -1 do
   local c = tonumber(counts[i])
   if c then
     used = used + c
@@ -111,13 +113,13 @@ local log_wait = 0
 if granted > room then
   granted = room
   -- Room comes back when the oldest slot of the window leaves it.
-  if oldest ~= nil then log_wait = math.max(1, (oldest + 101) * 10 - now) else log_wait = 10 end
+  if oldest ~= nil then log_wait = math.max(1, (oldest + 102) * 10 - now) else log_wait = 10 end
 end
 if granted > 0 then redis.call('HINCRBY', KEYS[5], slot, granted) end
 redis.call('PEXPIRE', KEYS[5], 2000)
 if redis.call('HLEN', KEYS[5]) > 150 then
   for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
-    if tonumber(f) <= slot - 101 then redis.call('HDEL', KEYS[5], f) end
+    if tonumber(f) <= slot - 102 then redis.call('HDEL', KEYS[5], f) end
   end
 end
 

@@ -169,6 +169,12 @@ class SendService:
         self._tasks[sender.key] = task
         self._ended[sender.key] = self.loop.create_future()
         task.add_done_callback(functools.partial(self._sender_done, sender))
+        try:
+            # At once, not at the next renewal: a slot offered a moment later must see this
+            # one counted, or the workers pass it back and forth.
+            await self._beat()
+        except redis.RedisError as exc:
+            logger.warning("send service: heartbeat not written (%s)", exc)
         return "adopted"
 
     def _sender_done(self, sender: NumberSender, task: asyncio.Task[str]) -> None:
@@ -253,13 +259,15 @@ class SendService:
                 key = slots.slot_key(sender.number.phone_number_id, sender.slot)
                 if not await conn.eval(_RENEW_LUA, 1, key, sender.token, slots.LEASE_S):
                     sender.stop("slot lost")
-            await conn.hset(
-                HEARTBEAT_KEY,
-                self.holder,
-                json.dumps({"slots": len(self.senders), "at": time.time()}),
-            )
+            await self._beat()
         except redis.RedisError as exc:
             logger.warning("send service: leases not renewed (%s)", exc)
+
+    async def _beat(self) -> None:
+        """Say how many slots this worker holds: the others read it to share out new ones."""
+        await get_async_redis().hset(
+            HEARTBEAT_KEY, self.holder, json.dumps({"slots": len(self.senders), "at": time.time()})
+        )
 
     def _over_share(self) -> bool:
         """Whether this worker already holds more than its share of the live senders' slots."""
