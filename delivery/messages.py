@@ -15,7 +15,7 @@ input) when the module loads. Everything else in the project calls these functio
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from campaigns.audience.opt_outs import contacts_opt_out
 from campaigns.models import CampaignStatus
 from delivery.models import OPEN_STATUSES, STATUS_RANK, Message, MessageKind, MessageStatus
+from whatsblast.core.db import array_literal, array_text
 
 S = MessageStatus
 
@@ -109,16 +110,6 @@ def _run(sql: str, args: Any) -> int:
 def _json_rows(rows: Sequence[Sequence[Any]]) -> str:
     """Rows as one JSON array for ``json_array_elements``; datetimes in ISO 8601."""
     return json.dumps(rows, default=_iso, separators=(",", ":"))
-
-
-def _array_literal(elements: Iterable[str]) -> str:
-    """A PostgreSQL array literal (``{a,b}``) of elements already in literal form."""
-    return "{" + ",".join(elements) + "}"
-
-
-def _quoted(text: str) -> str:
-    """One text element of an array literal: double-quoted, backslashes and quotes escaped."""
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _iso(value: Any) -> str:
@@ -627,7 +618,7 @@ def statuses_lock(*, ids: Sequence[int], wamids: Sequence[str]) -> list[tuple[in
             """,
         # Both as array literals: two strings to bind instead of an element-by-element
         # dump of thousands of values.
-        [_array_literal(str(int(i)) for i in ids), _array_literal(map(_quoted, wamids))],
+        [array_literal(str(int(i)) for i in ids), array_literal(map(array_text, wamids))],
     )
 
 

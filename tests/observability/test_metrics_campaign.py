@@ -127,13 +127,20 @@ def test_metrics_follow_a_campaign_sent_by_worker_processes(
             what="the transactional send",
         )
         assert sim.wait_webhooks_idle(30)
-        end = wait_for(
-            lambda: (m := scrape()) and m.value("whatsblast_webhook_events_pending") == 0 and m,
-            processes,
-            timeout=90,
-            what="the applier to catch up",
-        )
         stats = sim.stats()["per_number"][pnid]
+        # The counters are written after each flush's rows are committed, so they may trail
+        # the table by a moment: wait for them (a count that never arrives fails below).
+        end = wait_for(
+            lambda: (
+                (m := scrape())
+                and m.value("whatsblast_webhook_events_pending") == 0
+                and sends(m, pnid, outcome="sent") >= stats["accepted"]
+                and m
+            ),
+            processes,
+            timeout=30,
+            what="the applier and the send counters to catch up",
+        )
 
     # --- sends: equal to what the simulator saw -----------------------------------------------
     requests = sum(stats.values())
