@@ -209,11 +209,11 @@ def server_env(args: argparse.Namespace, port: int) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--connections", type=int, default=64)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=48)
+    parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--wrk-processes", type=int, default=1)
-    parser.add_argument("--max-pending", type=int, default=512)
+    parser.add_argument("--max-pending", type=int, default=12)
     parser.add_argument("--no-group-commit", dest="group_commit", action="store_false")
     args = parser.parse_args()
     if shutil.which("wrk") is None:

@@ -3,9 +3,12 @@
     gunicorn -c deploy/gunicorn.conf.py whatsblast.wsgi
 
 Every knob has an environment override (GUNICORN_*). Threads, not more processes, carry
-concurrency: a webhook POST is one INSERT and a Redis SET, so a thread waiting on the
-database costs little, and every thread keeps one persistent database connection
-(DB_CONN_MAX_AGE) — size PostgreSQL's max_connections for workers x threads per host.
+concurrency: a webhook POST waits for its group commit (webhooks/ingest.py), so a thread
+waiting costs little. Each process keeps its committers' connections (WEBHOOK_COMMITTERS)
+and one per thread that touches the database (admin, API) — size PostgreSQL's
+max_connections for workers x (threads + committers) per host. WEBHOOK_MAX_PENDING must stay
+below the thread count: the threads above it are what answers 503 at once when the
+database is slow, instead of every thread waiting and the connections queueing.
 
 Django's request metrics (django-prometheus) are kept in files under
 PROMETHEUS_MULTIPROC_DIR so that /metrics sums every gunicorn worker; the engine's
@@ -27,9 +30,11 @@ def _int(name: str, default: int) -> int:
 
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
-workers = _int("GUNICORN_WORKERS", 2 * (os.cpu_count() or 1) + 1)
+# Measured on 2 cores (bench/webhook_ingest.py): CPUs + 1 processes of 16 threads carried the
+# most webhook POSTs; more processes only share the same cores.
+workers = _int("GUNICORN_WORKERS", (os.cpu_count() or 1) + 1)
 worker_class = "gthread"
-threads = _int("GUNICORN_THREADS", 4)
+threads = _int("GUNICORN_THREADS", 16)
 # Meta retries a callback that takes more than a few seconds; nothing here should come close.
 timeout = _int("GUNICORN_TIMEOUT", 30)
 graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 30)

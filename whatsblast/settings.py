@@ -81,7 +81,8 @@ WEBHOOK_MAX_BODY_BYTES = env_int("WEBHOOK_MAX_BODY_BYTES", 4 * 1024 * 1024, mini
 # INSERT each round; at most WEBHOOK_MAX_PENDING wait per process (the admission limit),
 # each at most WEBHOOK_STORE_TIMEOUT_S, else 503 with Retry-After: WEBHOOK_RETRY_AFTER_S.
 WEBHOOK_GROUP_COMMIT = env_bool("WEBHOOK_GROUP_COMMIT", True)
-WEBHOOK_MAX_PENDING = env_int("WEBHOOK_MAX_PENDING", 512, minimum=1)
+# Below the web process's thread count (GUNICORN_THREADS, 16): the rest answer the 503s.
+WEBHOOK_MAX_PENDING = env_int("WEBHOOK_MAX_PENDING", 12, minimum=1)
 WEBHOOK_STORE_TIMEOUT_S = env_float("WEBHOOK_STORE_TIMEOUT_S", 5.0, minimum=0.1, maximum=60)
 WEBHOOK_RETRY_AFTER_S = env_int("WEBHOOK_RETRY_AFTER_S", 1, minimum=1)
 # Committer threads per web process, each with its own connection (one inserts while
