@@ -80,6 +80,9 @@ def _wamids_unique(updates: list[MessageUpdate]) -> list[MessageUpdate]:
 
 
 def _reduce_one(message_id: int, statuses: list[StatusUpdate]) -> MessageUpdate:
+    if len(statuses) == 1:
+        return _reduce_single(message_id, statuses[0])
+
     def first(kind: str) -> datetime | None:
         times = [s.timestamp for s in statuses if s.status == kind and s.timestamp]
         return min(times) if times else None
@@ -109,6 +112,30 @@ def _reduce_one(message_id: int, statuses: list[StatusUpdate]) -> MessageUpdate:
         conversation_id=next((s.conversation_id for s in statuses if s.conversation_id), None),
         pricing_category=next((s.pricing_category for s in statuses if s.pricing_category), None),
         billable=next((s.billable for s in statuses if s.billable is not None), None),
+    )
+
+
+def _reduce_single(message_id: int, status: StatusUpdate) -> MessageUpdate:
+    """``_reduce_one`` of a single status (the common case at one status per POST)."""
+    kind, at = status.status, status.timestamp
+    read_at = at if kind == "read" else None
+    delivered_at = at if kind == "delivered" else read_at
+    sent_at = at if kind == "sent" else delivered_at
+    failed = kind == "failed"
+    return MessageUpdate(
+        message_id=message_id,
+        status=kind if kind in APPLIED_STATUSES else None,
+        wamid=status.wamid or None,
+        sent_at=sent_at,
+        delivered_at=delivered_at,
+        read_at=read_at,
+        failed_at=at if failed else None,
+        error_code=status.error_code if failed else None,
+        error_title=status.error_title if failed else None,
+        error_details=status.error_details if failed else None,
+        conversation_id=status.conversation_id or None,
+        pricing_category=status.pricing_category or None,
+        billable=status.billable,
     )
 
 

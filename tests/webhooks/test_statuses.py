@@ -295,3 +295,16 @@ def test_one_wamid_claimed_by_two_messages_is_not_recorded_but_both_statuses_app
     b.refresh_from_db()
     assert (a.status, a.wamid, b.status, b.wamid) == ("sent", None, "sent", None)
     assert report.failed == 0
+
+
+@pytest.mark.parametrize(
+    "name", ["status_sent", "status_delivered", "status_read", "status_failed", "status_played"]
+)
+def test_a_single_status_reduces_as_the_same_status_received_twice(name: str) -> None:
+    from webhooks.payloads import body_parse
+    from webhooks.statuses import statuses_reduce
+
+    (status, *_) = body_parse(fixture_json(name)).statuses
+    single = statuses_reduce([(1, status)])  # the one-status fast path
+    twice = statuses_reduce([(1, status), (1, status)])  # the general reduction
+    assert single == twice
