@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 from datetime import timedelta
 from typing import Any
 
-from harness import django_setup, process_env
+from harness import django_setup, process_env, sim_accepted_records
 
 django_setup()
 
@@ -244,19 +244,6 @@ def _wait(
     raise SystemExit("campaigns did not complete in time")
 
 
-def _records(sim: str) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    after = 0
-    while True:
-        page = requests.get(
-            f"{sim}/_sim/records", params={"after": after, "limit": 50_000}, timeout=60
-        ).json()["records"]
-        if not page:
-            return rows
-        rows.extend(r for r in page if str(r["outcome"]).startswith("accepted"))
-        after = page[-1]["seq"]
-
-
 def _busiest_window(times: list[float]) -> int:
     """Most sends in any sliding one-second window (times sorted)."""
     best = 0
@@ -273,7 +260,7 @@ def _report(
     launched: dict[int, float],
     peak_rss: float,
 ) -> dict[str, Any]:
-    rows = _records(sim)
+    rows = sim_accepted_records(sim)
     if args.dump:
         with open(args.dump, "w") as f:
             json.dump(rows, f)

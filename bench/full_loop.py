@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, django_setup, process_env
+from harness import ROOT, django_setup, process_env, sim_accepted_records
 
 django_setup()
 
@@ -229,7 +229,7 @@ def _report(
     cpu: dict[str, float],
     load_start: float,
 ) -> dict[str, Any]:
-    sends = sorted(r["wall"] for r in _records(sim) if str(r["outcome"]).startswith("accepted"))
+    sends = sorted(r["wall"] for r in sim_accepted_records(sim))
     first_send, last_send = sends[0], sends[-1]
     events = list(
         WebhookEvent.objects.filter(id__gt=first_event).values_list(
@@ -290,19 +290,6 @@ def _percentiles(values: list[float]) -> dict[str, float]:
         "max": round(ordered[-1], 3),
         "n": len(ordered),
     }
-
-
-def _records(sim: str) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    after = 0
-    while True:
-        page = requests.get(
-            f"{sim}/_sim/records", params={"after": after, "limit": 50_000}, timeout=60
-        ).json()["records"]
-        if not page:
-            return rows
-        rows.extend(page)
-        after = page[-1]["seq"]
 
 
 def _kind(child_name: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,3 +32,19 @@ def process_env(**overrides: str) -> dict[str, str]:
         "SECRET_KEY": settings.SECRET_KEY,
         **overrides,
     }
+
+
+def sim_accepted_records(sim: str) -> list[dict[str, Any]]:
+    """Every send the simulator at ``sim`` accepted, read page by page from its records."""
+    import requests
+
+    rows: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = requests.get(
+            f"{sim}/_sim/records", params={"after": after, "limit": 50_000}, timeout=60
+        ).json()["records"]
+        if not page:
+            return rows
+        rows.extend(r for r in page if str(r["outcome"]).startswith("accepted"))
+        after = page[-1]["seq"]
