@@ -30,12 +30,14 @@ from delivery.campaigns.progress import (
     campaign_funnel,
     campaign_progress,
     campaign_send_rate_series,
+    outcome_counts,
     series_span,
 )
 from delivery.campaigns.retry import campaign_retryable_count
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from webhooks.selectors import campaign_reply_counts
 from whatsblast.admin.charts import rate_chart_svg
+from whatsblast.admin.figures import figures_as_dicts
 from whatsblast.core.redis import get_redis
 
 POLL_SECONDS = 2
@@ -121,6 +123,13 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "percent": round(100 * done / progress.total, 1) if progress.total else 0.0,
         "counts": progress.counts,
         "funnel": campaign_funnel(counts=progress.counts),
+        "figures": figures_as_dicts(
+            {
+                **outcome_counts(counts=progress.counts),
+                "replies": replies.get("replies", 0),
+                "opt_outs": replies.get("opt_outs", 0),
+            }
+        ),
         "failures": [f.__dict__ for f in campaign_failures(campaign=campaign)],
         "retryable": campaign_retryable_count(campaign=campaign),
         "rate_per_second": rate,
@@ -137,7 +146,7 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "replies": replies.get("replies", 0),
         "opt_outs": replies.get("opt_outs", 0),
         "billing": campaign_billing(campaign=campaign),
-        "eta": _eta(campaign, progress.remaining, rate, target, now),
+        "eta": _eta(campaign, status, progress.remaining, rate, target, now),
         "canary": _canary(campaign),
     }
 
@@ -158,11 +167,30 @@ def _status_display(status: str) -> str:
 
 
 def _eta(
-    campaign: Campaign, remaining: int, rate: float, target: float | None, now: datetime
+    campaign: Campaign,
+    status: str,
+    remaining: int,
+    rate: float,
+    target: float | None,
+    now: datetime,
 ) -> dict[str, Any] | None:
-    """When the remaining messages will have gone out, and on what basis."""
+    """When the remaining messages will have gone out, and on what basis.
+
+    Only a completed campaign is done: a cancelled one stopped, a scheduled one has not
+    started, a launching one is still creating its messages (none remain because none
+    exist yet).
+    """
+    if status == CampaignStatus.CANCELLED:
+        return {"seconds": None, "at": None, "basis": "cancelled"}
+    if status == CampaignStatus.SCHEDULED:
+        starts = campaign.scheduled_at.isoformat() if campaign.scheduled_at else None
+        return {"seconds": None, "at": starts, "basis": "scheduled"}
+    if status in ("launching", CampaignStatus.DRAFT):
+        return {"seconds": None, "at": None, "basis": "launching"}
     if not remaining:
-        return {"seconds": 0, "at": now.isoformat(), "basis": "done"}
+        if status in (CampaignStatus.COMPLETED, CampaignStatus.RUNNING):
+            return {"seconds": 0, "at": now.isoformat(), "basis": "done"}
+        return None
     if campaign.status != CampaignStatus.RUNNING:
         return None
     if campaign.canary_state == CanaryState.TESTING:
