@@ -26,6 +26,9 @@ api_urls = (
     "api",
 )
 
+# A refusal, styled like the admin, with a way back (templates/403.html).
+handler403 = "whatsblast.views.errors.forbidden"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),

@@ -126,7 +126,7 @@
         let dead = "";
         if (f.status === "dead") {
           dead = el("a", "wb-dead-link", "dead letters");
-          dead.href = root.dataset.deadUrl + "?status=all&campaign__id__exact=" + d.campaign_id +
+          dead.href = root.dataset.deadUrl + "?status__exact=all&campaign__id__exact=" + d.campaign_id +
             "&error_code=" + (f.code === null ? "none" : f.code);
         }
         return [code, f.title, f.status === "dead" ? "retries ran out" : "failed", count, dead];

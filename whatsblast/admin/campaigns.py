@@ -578,7 +578,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
                     "group": group,
                     "messages_url": f"{messages_url}?{query}&status__exact={group.status}"
                     + ("" if group.code is None else f"&last_error_code={group.code}"),
-                    "dead_url": f"{dead_url}?{query}&error_code={code}&status=all"
+                    "dead_url": f"{dead_url}?{query}&error_code={code}&status__exact=all"
                     if group.status == "dead"
                     else "",
                 }
