@@ -118,6 +118,9 @@ def contacts_import(
                 reader.columns.attributes = [
                     (at, key) for at, key in reader.columns.attributes if key in keep
                 ]
+            if rejects is not None and reader.columns is not None:
+                # A file without a header gets column_1, column_2...: the fixed file has one.
+                rejects.columns(reader.columns.headers)
             contact_list, _ = ContactList.objects.get_or_create(name=list_name)
             result = ContactImportResult(
                 list_id=contact_list.pk, list_name=contact_list.name, file=reader.describe()

@@ -23,6 +23,8 @@ class Rejection:
     line: int
     value: str
     reason: str
+    # The row's cells as the file had them: the rejects file gives them back to be fixed.
+    cells: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         return {"line": self.line, "value": self.value, "reason": self.reason}

@@ -126,10 +126,36 @@ def test_rejections_are_capped_in_the_summary_and_all_written_to_the_rejects_fil
     assert [r["line"] for r in summary["rejections"]] == [2, 3]
     with rejects.open(newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["line", "value", "reason"]
+    assert rows[0] == ["line", "value", "reason", "phone"]  # then the file's own columns
     assert [r[0] for r in rows[1:]] == ["2", "3", "4", "5", "6"]
     assert [r[1] for r in rows[1:4]] == ['\'=HYPERLINK("http://x")', "'@cmd", "'-1"]
-    assert rows[5] == ["6", "12", "invalid phone number"]  # no region: no country code
+    assert rows[5] == ["6", "12", "invalid phone number", "12"]  # no region: no country code
+
+
+def test_the_rejects_file_keeps_every_column_and_uploads_again_once_fixed(
+    tmp_path: Path,
+) -> None:
+    path = csv_file(
+        tmp_path,
+        "Name,Mobile,City,reason\nAna,+5511999990001,Recife,vip\n"
+        "Bia,+55 11 9999,Natal,\nCaio,+1 call me,Olinda,old\n",
+    )
+    rejects = tmp_path / "rejects.csv"
+    contacts_import(path=path, list_name="l", rejects_path=rejects)
+    rows = list(csv.reader(rejects.open(newline="", encoding="utf-8")))
+    assert rows[0] == ["line", "value", "reason", "Name", "Mobile", "City", "reason (file)"]
+    assert rows[1][3:] == ["Bia", "'+55 11 9999", "Natal", ""]
+    assert rows[2][3:] == ["Caio", "'+1 call me", "Olinda", "old"]
+    # Fixed in a spreadsheet (the numbers), the same file goes back in.
+    fixed = tmp_path / "fixed.csv"
+    with fixed.open("w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(rows[0][3:])
+        out.writerow([rows[1][3], "'+55 11 99999-0002", rows[1][5], rows[1][6]])
+        out.writerow([rows[2][3], "+55 11 99999-0003", rows[2][5], rows[2][6]])
+    again = contacts_import(path=fixed, list_name="l", phone_column="Mobile")
+    assert (again.imported, again.rejected) == (2, 0)
+    assert Contact.objects.get(phone="+5511999990002").attributes["City"] == "Natal"
 
 
 def test_import_is_all_or_nothing(tmp_path: Path) -> None:
