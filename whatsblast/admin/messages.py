@@ -15,6 +15,7 @@ from delivery.campaigns.progress import OUTCOME_LABELS, OUTCOMES
 from delivery.models import Message
 from webhooks.selectors import message_opted_out_expression, message_replies_expression
 from whatsblast.admin.pagination import LargeTableAdmin
+from whatsblast.admin.tables import json_table
 
 
 class OutcomeFilter(admin.SimpleListFilter):
@@ -61,6 +62,16 @@ class MessageAdmin(LargeTableAdmin):
     search_help_text = "Exact recipient (+5511999990000) or wamid."
     list_select_related = ("campaign",)
     ordering = ("-id",)
+    exclude = ("params", "error_history")
+    readonly_fields = ("parameters", "attempts")
+
+    @admin.display(description="parameters sent")
+    def parameters(self, obj: Message) -> str:
+        return json_table(obj.params)
+
+    @admin.display(description="errors, attempt by attempt")
+    def attempts(self, obj: Message) -> str:
+        return json_table(obj.error_history, empty="None.")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
