@@ -9,6 +9,7 @@ edited or deleted by hand: the audit trail under each one says who decided what.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -27,6 +28,7 @@ from delivery.dead_letters import (
     dead_letter_discard,
     dead_letter_request,
     dead_letter_requeue,
+    dead_letter_summary,
 )
 from delivery.models import DeadLetter, DeadLetterStatus, Message
 from whatsblast.admin.pagination import LargeTableAdmin
@@ -136,6 +138,7 @@ class DeadLetterAdmin(LargeTableAdmin):
     ordering = ("-created_at", "-id")
     actions = ("requeue_selected", "discard_selected")
     change_form_template = "admin/delivery/deadletter/change_form.html"
+    change_list_template = "admin/delivery/deadletter/change_list.html"
     readonly_fields = (
         "message",
         "campaign",
@@ -172,6 +175,24 @@ class DeadLetterAdmin(LargeTableAdmin):
         if phones:
             return queryset.filter(message__to__in=phones), False
         return queryset.filter(message__contact__name__icontains=term), False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The list, under a summary of the entries its status filter shows: by error
+        (each code a link to its entries) and per day over the last two weeks."""
+        chosen = request.GET.get(OpenFirstStatusFilter.parameter_name) or DeadLetterStatus.OPEN
+        status = None if chosen == OpenFirstStatusFilter.ALL else chosen
+        summary = dead_letter_summary(status=status if status in DeadLetterStatus.values else None)
+        peak = max((d["count"] for d in summary["per_day"]), default=0)
+        for day in summary["per_day"]:
+            day["height"] = round(100 * day["count"] / peak) if peak else 0
+        extra = {
+            **(extra_context or {}),
+            "summary": summary,
+            "summary_status": chosen,
+        }
+        return super().changelist_view(request, extra)
 
     # --- permissions ---------------------------------------------------------------------
 
@@ -307,7 +328,7 @@ class DeadLetterAdmin(LargeTableAdmin):
             else "",
             "request_url": request_shown["url"],
             "request_body": json.dumps(request_shown["body"], indent=2, ensure_ascii=False),
-            "attempts": letter.attempts or message.error_history,
+            "attempts": _with_times(letter.attempts or message.error_history or []),
             # After a requeue the message lives on: its attempts since, and where it is now.
             "requeued": letter.status == DeadLetterStatus.REQUEUED,
             "since_requeue": _since_requeue(letter, message),
@@ -350,10 +371,11 @@ def _since_requeue(letter: DeadLetter, message: Message) -> list[dict[str, Any]]
     send that went through when it did."""
     if letter.status != DeadLetterStatus.REQUEUED or letter.resolved_at is None:
         return []
-    since = letter.resolved_at.isoformat()
-    rows: list[dict[str, Any]] = [
-        dict(a) for a in (message.error_history or []) if str(a.get("at", "")) >= since
-    ]
+    history = list(message.error_history or [])
+    # The requeue leaves a marker in the history ("requeued by support"): what follows the
+    # last one are the attempts since.
+    marks = [i for i, a in enumerate(history) if str(a.get("outcome", "")).startswith("requeued")]
+    rows: list[dict[str, Any]] = [dict(a) for a in history[marks[-1] + 1 :]] if marks else []
     if message.sent_at is not None and message.sent_at >= letter.resolved_at:
         rows.append(
             {
@@ -365,4 +387,18 @@ def _since_requeue(letter: DeadLetter, message: Message) -> list[dict[str, Any]]
                 "title": "",
             }
         )
-    return rows
+    return _with_times(rows)
+
+
+def _with_times(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Attempts with their ISO ``at`` read back as a time, shown like every other time."""
+    shown = []
+    for attempt in attempts:
+        row = dict(attempt)
+        if isinstance(row.get("at"), str):
+            try:
+                row["at"] = datetime.fromisoformat(row["at"])
+            except ValueError:
+                pass
+        shown.append(row)
+    return shown
