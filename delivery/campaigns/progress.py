@@ -84,6 +84,22 @@ def campaign_progress(*, campaign: Campaign) -> CampaignProgress:
     )
 
 
+# The shortest span a rate is measured over (a campaign's first seconds are bursty).
+MIN_RATE_WINDOW_S = 5.0
+
+
+def recent_rate(
+    *, started_at: datetime | None, sent_last_minute: int, now: datetime
+) -> tuple[float, int]:
+    """(messages a second, over how many seconds): over the last minute, or since the
+    start when that is shorter. A campaign ten seconds old that sent 2,000 sends 200/s,
+    not 33/s; and its ETA is honest from its first seconds."""
+    window = RATE_WINDOW.total_seconds()
+    if started_at is not None:
+        window = min(window, max(MIN_RATE_WINDOW_S, (now - started_at).total_seconds()))
+    return round(sent_last_minute / window, 2), round(window)
+
+
 def _eta_seconds(*, remaining: int, rate: float) -> float | None:
     if not remaining:
         return 0.0
