@@ -46,6 +46,25 @@ def campaign_reply_counts(*, campaign_ids: Iterable[int]) -> dict[int, dict[str,
     }
 
 
+def campaign_replier_counts(*, campaign_ids: Iterable[int]) -> dict[int, dict[str, int]]:
+    """Recipients who replied and who opted out, per campaign, each person counted once:
+    {campaign id: {"replied": n, "opted_out": m}} (one grouped query over the inbound
+    campaign index)."""
+    rows = (
+        InboundMessage.objects.filter(campaign_id__in=list(campaign_ids))
+        .values("campaign_id")
+        .annotate(
+            replied=Count("from_phone", distinct=True),
+            opted_out=Count("from_phone", distinct=True, filter=Q(is_opt_out=True)),
+        )
+        .order_by()
+    )
+    return {
+        row["campaign_id"]: {"replied": row["replied"], "opted_out": row["opted_out"]}
+        for row in rows
+    }
+
+
 def message_replies_expression() -> Coalesce:
     """For a query over ``delivery.Message``: how many replies its recipient sent to its
     campaign (the inbound messages the applier tied to the campaign, from that phone)."""

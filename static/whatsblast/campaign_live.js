@@ -124,7 +124,7 @@
         const count = el("a", null, fmt.format(f.count));
         count.href = code.href;
         let dead = "";
-        if (f.status === "dead") {
+        if (f.status === "dead" && root.dataset.deadUrl) {
           dead = el("a", "wb-dead-link", "dead letters");
           dead.href = root.dataset.deadUrl + "?status__exact=all&campaign__id__exact=" + d.campaign_id +
             "&error_code=" + (f.code === null ? "none" : f.code);
@@ -135,7 +135,8 @@
       rows(failures, null, [["None."]]);
     }
 
-    $("wb-replies").textContent = fmt.format(d.replies) + " replies · " + fmt.format(d.opt_outs) + " opt-outs";
+    $("wb-replies").textContent = fmt.format(f.replies || 0) + " recipients replied (" + fmt.format(d.replies) +
+      " replies) · " + fmt.format(f.opt_outs || 0) + " opted out";
     if (d.billing.length) {
       rows($("wb-billing"), ["Pricing category", "Billable messages", "Conversations"], d.billing.map(function (b) {
         return [b.category, fmt.format(b.billable_messages), fmt.format(b.conversations)];

@@ -24,27 +24,24 @@ from campaigns.windows.campaign import campaign_window
 from delivery.campaigns.canary import canary_tally
 from delivery.campaigns.launch_queue import launch_queued
 from delivery.campaigns.progress import (
-    RATE_WINDOW,
     campaign_billing,
     campaign_failures,
     campaign_funnel,
     campaign_progress,
     campaign_send_rate_series,
-    outcome_counts,
+    recent_rate,
     series_span,
 )
 from delivery.campaigns.retry import campaign_retryable_count
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from webhooks.selectors import campaign_reply_counts
 from whatsblast.admin.charts import rate_chart_svg
-from whatsblast.admin.figures import figures_as_dicts
+from whatsblast.admin.figures import campaign_figures, figures_as_dicts
 from whatsblast.core.redis import get_redis
 
 POLL_SECONDS = 2
 CACHE_SECONDS = 1.5
 CACHE_COST_FACTOR = 3
-# The shortest span a rate is measured over (a campaign's first seconds are bursty).
-MIN_RATE_WINDOW_S = 5.0
 
 
 def _cache_key(campaign_id: int, version: str = "") -> str:
@@ -124,11 +121,7 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "counts": progress.counts,
         "funnel": campaign_funnel(counts=progress.counts),
         "figures": figures_as_dicts(
-            {
-                **outcome_counts(counts=progress.counts),
-                "replies": replies.get("replies", 0),
-                "opt_outs": replies.get("opt_outs", 0),
-            }
+            campaign_figures(campaign_id=campaign.pk, status_counts=progress.counts)
         ),
         "failures": [f.__dict__ for f in campaign_failures(campaign=campaign)],
         "retryable": campaign_retryable_count(campaign=campaign),
@@ -152,12 +145,7 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
 
 
 def _recent_rate(campaign: Campaign, sent_last_minute: int, now: datetime) -> tuple[float, int]:
-    """Messages a second over the last minute, or since the start when that is shorter: a
-    campaign ten seconds old has not been slow for the other fifty."""
-    window = RATE_WINDOW.total_seconds()
-    if campaign.started_at is not None:
-        window = min(window, max(MIN_RATE_WINDOW_S, (now - campaign.started_at).total_seconds()))
-    return round(sent_last_minute / window, 2), round(window)
+    return recent_rate(started_at=campaign.started_at, sent_last_minute=sent_last_minute, now=now)
 
 
 def _status_display(status: str) -> str:

@@ -41,11 +41,12 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
 from campaigns.catalogue.preview import contact_fields, message_preview, sample_contacts
-from campaigns.drafts import param_mapping_validate
+from campaigns.drafts import param_mapping_check_draft
 from campaigns.models import Campaign, CampaignStatus, ContactList, Template, TemplateStatus
 from campaigns.state import LifecycleError, campaign_pause
 from campaigns.windows.zones import zone_valid
@@ -66,6 +67,7 @@ from whatsblast.admin.figures import (
     export_extra_columns,
     figure_rows,
 )
+from whatsblast.admin.tables import mapping_table
 
 LAUNCH_PERMISSION = "campaigns.launch_campaign"
 
@@ -122,7 +124,36 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "window_start": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
             "window_end": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
         }
-        labels = {"canary_size": "Canary: recipients first"}
+        labels = {
+            "canary_size": "Canary: recipients first",
+            "phone_number": "Send from",
+            "pool_numbers": "Also send from",
+            "share_weight": "Share of the number",
+            "lists": "Contact lists",
+            "window_start": "Send between",
+            "window_end": "and",
+            "time_zone": "Default time zone",
+            "time_zone_attribute": "Contact field with a time zone",
+            "max_attempts": "Tries per recipient",
+            "ambiguous_policy": "If a send's outcome is unknown",
+        }
+        help_texts = {
+            "pool_numbers": "More numbers of the same WhatsApp account share the sending; "
+            "each recipient always hears from one number.",
+            "share_weight": "When other campaigns send from the same number at the same "
+            "time, a campaign with 2 gets twice the pace of one with 1.",
+            "window_start": "Messages go out only between these hours, in each recipient's "
+            "own time (blank: any time).",
+            "time_zone": "For recipients whose phone number does not tell their zone "
+            "(countries with several). Type a city such as America/Sao_Paulo; blank: UTC.",
+            "time_zone_attribute": "A column of your contact file holding each person's "
+            "zone (such as Europe/Lisbon), used before the number's.",
+            "max_attempts": "How often a temporary error (Meta busy, network) is retried "
+            "before the message goes to the dead letters for support.",
+            "ambiguous_policy": "Rarely, a send times out after leaving: we cannot know if "
+            "Meta got it. Resend risks a duplicate message; Mark failed risks a recipient "
+            "getting none.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -164,9 +195,12 @@ class CampaignForm(forms.ModelForm[Campaign]):
                 "A pool sends one account's templates: choose numbers of the same account.",
             )
         mapping = cleaned.get("param_mapping") or {}
+        self.still_to_map = ""
         if template is not None:
             try:
-                param_mapping_validate(template=template, param_mapping=mapping)
+                self.still_to_map = param_mapping_check_draft(
+                    template=template, param_mapping=mapping
+                )
             except ValidationError as exc:
                 self.add_error(None, exc)
         if (cleaned.get("window_start") is None) != (cleaned.get("window_end") is None):
@@ -187,7 +221,6 @@ class CampaignAdminForm(forms.ModelForm[Campaign]):
             "phone_number",
             "template",
             "lists",
-            "param_mapping",
             "scheduled_at",
             "max_attempts",
             "ambiguous_policy",
@@ -199,7 +232,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
     form = CampaignAdminForm
     # Fits 1366 px: the figures a marketer compares campaigns by, in the words of every page.
     list_display = (
-        "name",
+        "campaign",
         "status_badge",
         "audience",
         "sent",
@@ -207,10 +240,9 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         "read",
         "failed",
         "replies",
-        "started_at",
         "report_link",
     )
-    list_display_links = ("name",)
+    list_display_links = ("campaign",)
     list_filter = ("status", "phone_number")
     search_fields = ("name",)
     list_select_related = ("phone_number", "template")
@@ -230,7 +262,12 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         "created_at",
         "updated_at",
         "progress",
+        "parameters",
     )
+
+    @admin.display(description="parameters")
+    def parameters(self, obj: Campaign) -> str:
+        return mapping_table(obj.param_mapping or {})
 
     @admin.display(description="progress")
     def progress(self, obj: Campaign) -> str:
@@ -259,6 +296,17 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             return format_html("{}", f"{count:,}")
         return format_html(
             '{}<br><span class="wb-share">{} %</span>', f"{count:,}", round(100 * count / whole)
+        )
+
+    @admin.display(description="campaign", ordering="name")
+    def campaign(self, obj: Campaign) -> str:
+        when = obj.started_at or obj.scheduled_at or obj.created_at
+        verb = "started" if obj.started_at else "scheduled for" if obj.scheduled_at else "created"
+        return format_html(
+            '{}<br><span class="wb-share">{} {}</span>',
+            obj.name,
+            verb,
+            date_format(timezone.localtime(when), "SHORT_DATETIME_FORMAT") if when else "-",
         )
 
     @admin.display(description="status", ordering="status")
@@ -400,6 +448,13 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             form.save_m2m()
             if "_preflight" in request.POST:
                 return redirect("admin:campaigns_campaign_preflight", object_id=saved.pk)
+            if form.still_to_map:
+                self.message_user(
+                    request,
+                    f"Draft {saved} saved; still to do before it can launch: {form.still_to_map}.",
+                    messages.WARNING,
+                )
+                return redirect(self._change_url(saved))
             self.message_user(request, f"Draft {saved} saved.", messages.SUCCESS)
             return redirect(self._change_url(saved))
         context = {
@@ -500,7 +555,9 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "export_url": reverse("admin:campaigns_campaign_export", args=[pk]),
             "report_url": reverse("admin:campaigns_campaign_report", args=[pk]),
             "messages_url": reverse("admin:delivery_message_changelist"),
-            "dead_url": reverse("admin:delivery_deadletter_changelist"),
+            "dead_url": reverse("admin:delivery_deadletter_changelist")
+            if request.user.has_perm("delivery.view_deadletter")
+            else "",
             "viewer_time_zone": timezone.get_current_timezone_name(),
             "poll_ms": POLL_SECONDS * 1000,
             "can_launch": can_launch(request),
@@ -569,6 +626,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         figures = campaigns_figures(campaign_ids=[campaign.pk])[campaign.pk]
         messages_url = reverse("admin:delivery_message_changelist")
         dead_url = reverse("admin:delivery_deadletter_changelist")
+        may_see_dead = request.user.has_perm("delivery.view_deadletter")
         failures = []
         for group in campaign_failures(campaign=campaign):
             code = "none" if group.code is None else str(group.code)
@@ -579,7 +637,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
                     "messages_url": f"{messages_url}?{query}&status__exact={group.status}"
                     + ("" if group.code is None else f"&last_error_code={group.code}"),
                     "dead_url": f"{dead_url}?{query}&error_code={code}&status__exact=all"
-                    if group.status == "dead"
+                    if group.status == "dead" and may_see_dead
                     else "",
                 }
             )

@@ -17,14 +17,14 @@ from delivery.campaigns.progress import (
     outcome_counts,
 )
 from webhooks.selectors import (
-    campaign_reply_counts,
+    campaign_replier_counts,
     message_opted_out_expression,
     message_replies_expression,
 )
 
 REPLY_LABELS: dict[str, tuple[str, str]] = {
-    "replies": ("Replies", "Messages recipients sent back to this campaign."),
-    "opt_outs": ("Opt-outs", "Replies asking to stop marketing messages."),
+    "replies": ("Replied", "Recipients who wrote back, each counted once."),
+    "opt_outs": ("Opted out", "Recipients who asked to stop marketing messages in a reply."),
 }
 
 # The order figures are shown in, everywhere.
@@ -68,13 +68,13 @@ class Figure:
 def campaigns_figures(*, campaign_ids: list[int]) -> dict[int, dict[str, int]]:
     """{campaign id: {figure: count}} for several campaigns: two grouped queries."""
     statuses = campaigns_status_counts(campaign_ids=campaign_ids)
-    replies = campaign_reply_counts(campaign_ids=campaign_ids)
+    replies = campaign_replier_counts(campaign_ids=campaign_ids)
     result: dict[int, dict[str, int]] = {}
     for pk in campaign_ids:
         figures = outcome_counts(counts=statuses.get(pk, {}))
         reply = replies.get(pk, {})
-        figures["replies"] = reply.get("replies", 0)
-        figures["opt_outs"] = reply.get("opt_outs", 0)
+        figures["replies"] = reply.get("replied", 0)
+        figures["opt_outs"] = reply.get("opted_out", 0)
         result[pk] = figures
     return result
 
@@ -94,6 +94,16 @@ def figure_rows(figures: dict[str, int], *, keep_zero: bool = False) -> list[Fig
         label, help_text = LABELS[key]
         rows.append(Figure(key, label, help_text, count, percent))
     return rows
+
+
+def campaign_figures(*, campaign_id: int, status_counts: dict[str, int]) -> dict[str, int]:
+    """One campaign's figures from per-status counts already read (the live page)."""
+    reply = campaign_replier_counts(campaign_ids=[campaign_id]).get(campaign_id, {})
+    return {
+        **outcome_counts(counts=status_counts),
+        "replies": reply.get("replied", 0),
+        "opt_outs": reply.get("opted_out", 0),
+    }
 
 
 def figures_as_dicts(figures: dict[str, int]) -> list[dict[str, Any]]:
