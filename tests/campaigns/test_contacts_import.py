@@ -244,3 +244,22 @@ def test_concurrent_imports_of_overlapping_files_both_succeed(tmp_path: Path) ->
     assert results["a"].imported + results["b"].imported == 300
     assert results["a"].merged + results["b"].merged == 300
     assert members("a") == members("b") == set(phones)
+
+
+def test_rows_repeating_a_number_are_listed_with_the_row_they_were_merged_into(
+    tmp_path: Path,
+) -> None:
+    path = csv_file(
+        tmp_path,
+        "phone,name,city\n+5511999990001,Ana,Recife\n+5511999990002,Bia,\n"
+        "+55 11 99999-0001,,Olinda\n+5511999990002,Beatriz,Natal\n",
+    )
+    result = contacts_import(path=path, list_name="l")
+    summary = result.as_dict()
+    assert (summary["imported"], summary["merged"], summary["repeated"]) == (2, 2, 2)
+    assert summary["repeats"] == [
+        {"line": 4, "phone": "+5511999990001", "merged_into_line": 2},
+        {"line": 5, "phone": "+5511999990002", "merged_into_line": 3},
+    ]
+    ana = Contact.objects.get(phone="+5511999990001")
+    assert (ana.name, ana.attributes) == ("Ana", {"city": "Olinda"})

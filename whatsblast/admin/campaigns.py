@@ -283,6 +283,11 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
     def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
         return FiguresChangeList
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(request, {**(extra_context or {}), "title": "Campaigns"})
+
     @staticmethod
     def _figure(obj: Campaign, key: str) -> str:
         figures: dict[str, int] = getattr(obj, "figures", {})

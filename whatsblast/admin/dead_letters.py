@@ -189,6 +189,7 @@ class DeadLetterAdmin(LargeTableAdmin):
             day["height"] = round(100 * day["count"] / peak) if peak else 0
         extra = {
             **(extra_context or {}),
+            "title": "Dead letters",
             "summary": summary,
             "summary_status": chosen,
         }

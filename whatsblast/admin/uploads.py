@@ -284,6 +284,7 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
             # 100,000 rather than 100000: read at a glance.
             "counts": {k: f"{v:,}" for k, v in result.items() if isinstance(v, int)},
             "rejections": result.get("rejections", [])[:LISTED_REJECTIONS],
+            "repeats": result.get("repeats", [])[:LISTED_REJECTIONS],
             "has_rejects_file": contact_upload_rejects_path(upload=upload) is not None,
             "can_remap": upload.status == ContactUploadStatus.FAILED and can_upload(request),
             "list_url": reverse(
