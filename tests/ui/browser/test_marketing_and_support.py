@@ -15,6 +15,7 @@ import io
 import re
 from datetime import timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.utils import timezone
@@ -281,6 +282,25 @@ def test_a_marketer_compares_campaigns_reads_a_report_and_follows_a_failure_code
     assert "Done" not in wide.inner_text("#wb-live")
     assert "Christmas teaser" in wide.title() and "Change campaign" not in wide.title()
 
+    # A launching one (its messages being created) is neither done nor "Change campaign".
+    launching = make_campaign(name="Launch in progress", status_reason="Launch queued by mia")
+    wide.goto(f"{base}/admin/campaigns/campaign/{launching.pk}/change/")
+    wide.wait_for_selector("#wb-eta:not(:empty)")
+    assert wide.inner_text("#wb-status") == "Launching"
+    assert wide.inner_text("#wb-progress-text") == "Launching: creating the messages…"
+    assert wide.inner_text("#wb-eta") == "Starts once the messages are created."
+
+    # Times in the marketer's own zone, one format.
+    wide.goto(f"{base}/admin/campaigns/campaign/")
+    started = timezone.localtime(campaign.started_at, ZoneInfo("America/Sao_Paulo"))
+    wide.click("#wb-time-zone")
+    wide.fill("#id_time_zone", "America/Sao_Paulo")
+    wide.click("#time-zone-form input[type=submit]")
+    wide.wait_for_url("**/admin/campaigns/campaign/")
+    assert "Times: America/Sao_Paulo" in wide.inner_text("#user-tools")
+    row = wide.locator("#result_list tbody tr", has_text=campaign.name)
+    assert f"started {started:%Y-%m-%d %H:%M}" in row.inner_text()
+
     # A list longer than the count goes says so instead of showing a number as exact.
     monkeypatch.setattr(pagination, "COUNT_CAP", 10)
     wide.goto(f"{base}/admin/delivery/message/")
@@ -340,6 +360,19 @@ def test_a_support_agent_finds_dead_letters_by_phone_in_any_format_and_by_error(
     wide.wait_for_selector("#result_list")
     assert "error_code=131000" in wide.url
     assert wide.locator("#result_list tbody tr").count() == 2  # open and decided alike
+
+    # The bulk requeue's confirmation mentions decided entries only when some are.
+    wide.goto(f"{base}/admin/delivery/deadletter/?status__exact=all")
+    wide.check("#action-toggle")
+    wide.select_option("select[name=action]", "requeue_selected")
+    wide.click("button[name=index]")
+    assert "1 still open; 1 already decided is skipped." in wide.inner_text("#content")
+    wide.goto(f"{base}/admin/delivery/deadletter/")
+    wide.check("#action-toggle")
+    wide.select_option("select[name=action]", "requeue_selected")
+    wide.click("button[name=index]")
+    confirmation = wide.inner_text("#content")
+    assert "all still open." in confirmation and "decided" not in confirmation
 
     # The requeue: the page tells the attempts before from the ones since.
     wide.goto(f"{base}/admin/delivery/deadletter/{letters[0].pk}/change/")
