@@ -94,7 +94,7 @@ def test_stored_json_is_shown_as_tables_and_contact_fields_as_lines() -> None:
     marketer = client_for(MARKETING)
     contact = make_contact(name="Ana", attributes={"coupon": "A1", "city": "Recife"})
     page = marketer.get(f"/admin/campaigns/contact/{contact.pk}/change/").content.decode()
-    assert "coupon = A1\ncity = Recife" in page
+    assert "coupon = A1" in page and "city = Recife" in page and "{&quot;" not in page
     response = marketer.post(
         f"/admin/campaigns/contact/{contact.pk}/change/",
         {"phone": contact.phone, "name": "Ana", "attributes": "coupon = B2\n\nshop = Lojas Dias"},
