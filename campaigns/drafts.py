@@ -89,6 +89,20 @@ def param_mapping_validate(*, template: Template, param_mapping: dict[str, Any])
         raise ValidationError(_mapping_error_text(template, exc)) from exc
 
 
+def param_mapping_check_draft(*, template: Template, param_mapping: dict[str, Any]) -> str:
+    """A draft may be saved before every parameter is mapped: returns what is still to map
+    ("" when nothing), and raises ``ValidationError`` only for a mapping that can never
+    fit (params the template does not have, malformed sources). The pre-flight and the
+    launch still require the whole mapping."""
+    try:
+        mapping_validate(template, param_mapping)
+    except ParamMappingError as exc:
+        if exc.missing and not exc.unknown:
+            return _mapping_error_text(template, exc)
+        raise ValidationError(_mapping_error_text(template, exc)) from exc
+    return ""
+
+
 def _mapping_error_text(template: Template, exc: ParamMappingError) -> str:
     if exc.section == "body" and exc.unknown:
         return (

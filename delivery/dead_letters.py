@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, time, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -18,12 +19,14 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.models import Count, Max
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from delivery.cloud.client import SendRequest, build_message_body
 from delivery.engine import dispatch
 from delivery.messages import dead_requeue
-from delivery.models import DeadLetter, Message, MessageKind
+from delivery.models import DeadLetter, DeadLetterStatus, Message, MessageKind
 from whatsblast.core import queues
 
 logger = logging.getLogger(__name__)
@@ -230,3 +233,38 @@ def _note_clean(note: str) -> str:
 
 def _username(user: AbstractBaseUser | AnonymousUser) -> str:
     return str(user.get_username()) if user.is_authenticated else "system"
+
+
+# --- what support looks at first: by error, and over time --------------------------------------
+
+SUMMARY_DAYS = 14
+
+
+def dead_letter_summary(
+    *, status: str | None = DeadLetterStatus.OPEN, days: int = SUMMARY_DAYS
+) -> dict[str, Any]:
+    """Dead letters by error code (most first, with a title seen for each) and per day over
+    the last ``days`` days: two grouped queries over the status/code and created indexes.
+    ``status`` None counts every entry."""
+    base = DeadLetter.objects.all() if status is None else DeadLetter.objects.filter(status=status)
+    by_error = [
+        {"code": r["error_code"], "title": r["title"] or "", "count": r["count"]}
+        for r in base.values("error_code")
+        .annotate(count=Count("id"), title=Max("error_title"))
+        .order_by("-count", "error_code")[:10]
+    ]
+    today = timezone.localdate()
+    first = today - timedelta(days=days - 1)
+    start = timezone.make_aware(datetime.combine(first, time.min))
+    per_day = dict(
+        base.filter(created_at__gte=start)
+        .annotate(day=TruncDate("created_at", tzinfo=timezone.get_current_timezone()))
+        .values_list("day")
+        .annotate(count=Count("id"))
+        .order_by()
+    )
+    series = [
+        {"day": first + timedelta(days=i), "count": int(per_day.get(first + timedelta(days=i), 0))}
+        for i in range(days)
+    ]
+    return {"by_error": by_error, "per_day": series, "days": days}

@@ -69,6 +69,8 @@ class UnmatchedStatus(models.Model):
     reported_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "unmatched status"
+        verbose_name_plural = "unmatched statuses"
         ordering = ("-first_seen_at",)
         constraints = [
             # Meta redelivers; one row per (message, status) is enough evidence.

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webhooks.models import InboundMessage, UnmatchedStatus, WebhookEvent, WebhookEventStatus
@@ -43,3 +44,47 @@ def campaign_reply_counts(*, campaign_ids: Iterable[int]) -> dict[int, dict[str,
     return {
         row["campaign_id"]: {"replies": row["replies"], "opt_outs": row["opt_outs"]} for row in rows
     }
+
+
+def campaign_replier_counts(*, campaign_ids: Iterable[int]) -> dict[int, dict[str, int]]:
+    """Recipients who replied and who opted out, per campaign, each person counted once:
+    {campaign id: {"replied": n, "opted_out": m}} (one grouped query over the inbound
+    campaign index)."""
+    rows = (
+        InboundMessage.objects.filter(campaign_id__in=list(campaign_ids))
+        .values("campaign_id")
+        .annotate(
+            replied=Count("from_phone", distinct=True),
+            opted_out=Count("from_phone", distinct=True, filter=Q(is_opt_out=True)),
+        )
+        .order_by()
+    )
+    return {
+        row["campaign_id"]: {"replied": row["replied"], "opted_out": row["opted_out"]}
+        for row in rows
+    }
+
+
+def message_replies_expression() -> Coalesce:
+    """For a query over ``delivery.Message``: how many replies its recipient sent to its
+    campaign (the inbound messages the applier tied to the campaign, from that phone)."""
+    replies = (
+        InboundMessage.objects.filter(
+            campaign_id=OuterRef("campaign_id"), from_phone=OuterRef("to")
+        )
+        .order_by()
+        .values("campaign_id")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return Coalesce(Subquery(replies, output_field=IntegerField()), 0)
+
+
+def message_opted_out_expression() -> Exists:
+    """For a query over ``delivery.Message``: whether its recipient opted out in a reply
+    to its campaign."""
+    return Exists(
+        InboundMessage.objects.filter(
+            campaign_id=OuterRef("campaign_id"), from_phone=OuterRef("to"), is_opt_out=True
+        )
+    )

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
+from whatsblast.admin.preferences import time_zone
 from whatsblast.auth.login_throttle import ThrottledAdminLoginForm
 from whatsblast.views import api, health, metrics, webhooks
 
@@ -26,7 +27,11 @@ api_urls = (
     "api",
 )
 
+# A refusal, styled like the admin, with a way back (templates/403.html).
+handler403 = "whatsblast.views.errors.forbidden"
+
 urlpatterns = [
+    path("admin/time-zone/", time_zone, name="wb_time_zone"),
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),

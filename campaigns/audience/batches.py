@@ -23,6 +23,9 @@ class ContactBatch:
     contacts: dict[str, list[Any]] = field(default_factory=dict)
     rejections: list[Rejection] = field(default_factory=list)
     payload: str = ""
+    # (line, phone, the earlier line it was merged into) for each repeat within the batch.
+    repeats: list[tuple[int, str, int]] = field(default_factory=list)
+    first_lines: dict[str, int] = field(default_factory=dict)
 
     def add(self, item: ContactRow | Rejection) -> None:
         self.rows += 1
@@ -32,8 +35,10 @@ class ContactBatch:
         seen = self.contacts.get(item.phone)
         if seen is None:
             self.contacts[item.phone] = [item.name, item.attributes]
+            self.first_lines[item.phone] = item.line
             return
         self.duplicates += 1
+        self.repeats.append((item.line, item.phone, self.first_lines[item.phone]))
         if item.name:
             seen[0] = item.name
         if item.attributes:

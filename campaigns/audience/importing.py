@@ -42,6 +42,10 @@ class ContactImportResult:
     rejected: int = 0
     added_to_list: int = 0
     rejections: list[Rejection] = field(default_factory=list)
+    # Rows repeating a number an earlier row of the file had (first listed ones): later
+    # rows' columns win, a blank name keeps the earlier one.
+    repeats: list[dict[str, Any]] = field(default_factory=list)
+    repeated: int = 0
     seconds: float = 0.0
     file: dict[str, Any] = field(default_factory=dict)
 
@@ -60,6 +64,8 @@ class ContactImportResult:
             "added_to_list": self.added_to_list,
             "rejections": [r.as_dict() for r in self.rejections],
             "rejections_truncated": self.rejected > len(self.rejections),
+            "repeated": self.repeated,
+            "repeats": self.repeats,
             "seconds": round(self.seconds, 3),
             "rows_per_second": self.rows_per_second,
             "file": self.file,
@@ -118,6 +124,9 @@ def contacts_import(
                 reader.columns.attributes = [
                     (at, key) for at, key in reader.columns.attributes if key in keep
                 ]
+            if rejects is not None and reader.columns is not None:
+                # A file without a header gets column_1, column_2...: the fixed file has one.
+                rejects.columns(reader.columns.headers)
             contact_list, _ = ContactList.objects.get_or_create(name=list_name)
             result = ContactImportResult(
                 list_id=contact_list.pk, list_name=contact_list.name, file=reader.describe()
@@ -128,6 +137,12 @@ def contacts_import(
                 for batch in ahead:
                     inserted, added = writer.write(batch)
                     _tally(result, batch.rows, batch.rejections, inserted, added)
+                    result.repeated += len(batch.repeats)
+                    more = max(max_listed_rejections - len(result.repeats), 0)
+                    result.repeats.extend(
+                        {"line": line, "phone": phone, "merged_into_line": first}
+                        for line, phone, first in batch.repeats[:more]
+                    )
                     room = max_listed_rejections - len(result.rejections)
                     result.rejections.extend(batch.rejections[: max(room, 0)])
                     if rejects is not None:

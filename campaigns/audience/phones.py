@@ -39,7 +39,9 @@ class PhoneNormaliser:
         ) or None
 
     def __call__(self, raw: str) -> tuple[str, None] | tuple[None, str]:
-        text = raw.strip()
+        # A leading ' is a spreadsheet's "this is text" mark (the rejects file adds it to
+        # a cell starting with +): never part of a number.
+        text = raw.strip().removeprefix("'").strip()
         if not text:
             return None, MISSING_PHONE
         fast = self._fast(text)

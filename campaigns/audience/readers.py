@@ -161,7 +161,7 @@ class ContactReader:
             phone, reason = normalise(raw)
             if phone is None:
                 value = raw.strip()[:REJECTED_VALUE_MAX_LENGTH]
-                yield Rejection(line, value, reason or INVALID_PHONE)
+                yield Rejection(line, value, reason or INVALID_PHONE, tuple(cells))
                 continue
             name = (
                 cells[name_at].strip()[:NAME_MAX_LENGTH]

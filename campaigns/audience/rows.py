@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -23,6 +23,8 @@ class Rejection:
     line: int
     value: str
     reason: str
+    # The row's cells as the file had them: the rejects file gives them back to be fixed.
+    cells: tuple[str, ...] = field(default=(), compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         return {"line": self.line, "value": self.value, "reason": self.reason}

@@ -427,3 +427,11 @@ def contact_uploads_requeue_lost() -> int:
         status=ContactUploadStatus.QUEUED, created_at__lte=timezone.now() - QUEUED_LOST_AFTER
     ).values_list("pk", flat=True)
     return sum(_import_enqueue(pk, only_if_unmarked=True) for pk in waiting)
+
+
+def contact_list_create(*, name: str) -> ContactList:
+    """A new, empty contact list to upload into (the upload page names it)."""
+    name = name.strip()
+    if not name:
+        raise ValidationError("A list needs a name.")
+    return ContactList.objects.create(name=name)

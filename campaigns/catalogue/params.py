@@ -301,16 +301,22 @@ def _button_role(button: dict[str, Any]) -> str:
 
 
 def _source_check(source: Any, what: str) -> None:
-    ok = (
-        isinstance(source, dict)
-        and len(source) == 1
-        and (
-            (isinstance(source.get("field"), str) and bool(source["field"]))
-            or isinstance(source.get("value"), str)
+    """``{"field": NAME}``, ``{"field": NAME, "fallback": TEXT}`` (the text for a contact
+    without that field) or ``{"value": TEXT}``."""
+    ok = isinstance(source, dict) and (
+        (
+            isinstance(source.get("field"), str)
+            and bool(source["field"])
+            and set(source) <= {"field", "fallback"}
+            and isinstance(source.get("fallback", ""), str)
         )
+        or (set(source) == {"value"} and isinstance(source.get("value"), str))
     )
     if not ok:
-        raise ParamMappingError(f"{what}: expected {{'field': NAME}} or {{'value': TEXT}}")
+        raise ParamMappingError(
+            f"{what}: expected {{'field': NAME}}, {{'field': NAME, 'fallback': TEXT}} "
+            "or {'value': TEXT}"
+        )
 
 
 def _sources(mapping: dict[str, Any]) -> list[dict[str, str]]:
@@ -323,6 +329,17 @@ def _sources(mapping: dict[str, Any]) -> list[dict[str, str]]:
 def mapped_fields(mapping: dict[str, Any]) -> list[str]:
     """Contact fields the mapping reads (attribute keys and columns), in any section."""
     return sorted({src["field"] for src in _sources(mapping) if "field" in src})
+
+
+def required_fields(mapping: dict[str, Any]) -> list[str]:
+    """Mapped fields every contact must have: those read somewhere without a fallback."""
+    return sorted(
+        {
+            src["field"]
+            for src in _sources(mapping)
+            if "field" in src and not str(src.get("fallback", "")).strip()
+        }
+    )
 
 
 def params_render(template: Template, mapping: dict[str, Any], contact: Contact) -> dict[str, Any]:
@@ -363,7 +380,8 @@ def _source_value(source: dict[str, str], contact: Contact) -> str:
     if "value" in source:
         return source["value"]
     value = contact.field_value(source["field"])
-    return "" if value is None else str(value)
+    text = "" if value is None else str(value)
+    return text if text.strip() else source.get("fallback", text)
 
 
 def params_sql(
@@ -409,8 +427,13 @@ def _source_sql(source: dict[str, str], alias: str) -> tuple[str, list[Any]]:
     if "value" in source:
         return "%s::text", [source["value"]]
     if source["field"] in CONTACT_COLUMNS:
-        return f"{alias}.{source['field']}", []
-    return f"coalesce({alias}.attributes ->> %s, '')", [source["field"]]
+        sql, args = f"{alias}.{source['field']}", []
+    else:
+        sql, args = f"coalesce({alias}.attributes ->> %s, '')", [source["field"]]
+    if source.get("fallback"):
+        # As params_render: a blank value (spaces only included) takes the fallback.
+        return f"coalesce(nullif(btrim({sql}), ''), %s::text)", [*args, source["fallback"]]
+    return sql, args
 
 
 # --- rendered params sent as they are (the transactional API) ----------------------------

@@ -62,9 +62,12 @@ def contact_fields(*, list_ids: Sequence[int]) -> list[str]:
 
 def _clean_source(source: Any) -> dict[str, str] | None:
     """A well-formed source, or None (a half-typed mapping sends blanks and junk)."""
-    if not isinstance(source, dict) or len(source) != 1:
+    if not isinstance(source, dict) or not 1 <= len(source) <= 2:
         return None
     if isinstance(source.get("field"), str) and source["field"].strip():
+        fallback = source.get("fallback")
+        if isinstance(fallback, str) and fallback.strip():
+            return {"field": source["field"].strip(), "fallback": fallback}
         return {"field": source["field"].strip()}
     if isinstance(source.get("value"), str):
         return {"value": source["value"]}
@@ -152,7 +155,8 @@ def message_preview(
     samples = []
     if contacts:
         complete, mapped = _completed(slots, mapping, examples=False)
-        fields = [source["field"] for source in mapped if "field" in source]
+        # A field with a fallback is never missing: the fallback stands in.
+        fields = [s["field"] for s in mapped if "field" in s and not s.get("fallback")]
         for contact in contacts:
             missing = [f for f in fields if contact.field_value(f) in (None, "")]
             rendered = message_render(template, params_render(template, complete, contact))

@@ -58,23 +58,33 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def campaign_results_rows(*, campaign: Campaign) -> Iterator[list[str]]:
-    """The header, then one row per recipient in message id order."""
-    yield [name for name, _ in COLUMNS]
+def campaign_results_rows(
+    *, campaign: Campaign, extra: dict[str, Any] | None = None
+) -> Iterator[list[str]]:
+    """The header, then one row per recipient in message id order.
+
+    ``extra``: more columns, each a query expression over the message (the site adds what
+    other apps know of the recipient, such as their replies), after the fixed ones.
+    """
+    extra = extra or {}
+    yield [name for name, _ in COLUMNS] + list(extra)
     rows = (
         Message.objects.filter(campaign=campaign)
+        .annotate(**{f"extra_{name}": expression for name, expression in extra.items()})
         .order_by("id")
-        .values_list(*(field for _, field in COLUMNS))
+        .values_list(*(field for _, field in COLUMNS), *(f"extra_{name}" for name in extra))
         .iterator(chunk_size=CHUNK_ROWS)
     )
     for row in rows:
         yield [_cell(value) for value in row]
 
 
-def campaign_results_csv(*, campaign: Campaign) -> Iterator[str]:
+def campaign_results_csv(
+    *, campaign: Campaign, extra: dict[str, Any] | None = None
+) -> Iterator[str]:
     """CSV lines for ``campaign_results_rows``, one string per line."""
     writer = csv.writer(_Echo())
-    for row in campaign_results_rows(campaign=campaign):
+    for row in campaign_results_rows(campaign=campaign, extra=extra):
         yield writer.writerow(row)
 
 

@@ -9,7 +9,12 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from campaigns.catalogue.params import CONTACT_COLUMNS, mapped_fields, mapping_validate, params_sql
+from campaigns.catalogue.params import (
+    CONTACT_COLUMNS,
+    mapping_validate,
+    params_sql,
+    required_fields,
+)
 from campaigns.models import (
     Campaign,
     CampaignStatus,
@@ -73,7 +78,7 @@ def campaign_validate(*, campaign: Campaign) -> None:
     if not list_ids:
         raise LaunchError("the campaign has no contact list")
     with connection.cursor() as cursor:
-        for field in mapped_fields(campaign.param_mapping):
+        for field in required_fields(campaign.param_mapping):
             if field in CONTACT_COLUMNS and field != "name":
                 continue
             if field == "name":

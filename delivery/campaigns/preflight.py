@@ -18,7 +18,7 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from campaigns.catalogue.params import ParamMappingError, mapped_fields, mapping_validate
+from campaigns.catalogue.params import ParamMappingError, mapping_validate, required_fields
 from campaigns.models import (
     TIER_LIMITS,
     Campaign,
@@ -178,7 +178,7 @@ def _mapping_check(campaign: Campaign, findings: list[Finding]) -> bool:
 
 def _fields_to_check(campaign: Campaign) -> list[str]:
     # The phone is never empty (E.164 constraint); everything else may be.
-    return [f for f in mapped_fields(campaign.param_mapping) if f != "phone"]
+    return [f for f in required_fields(campaign.param_mapping) if f != "phone"]
 
 
 # One pass over the audience. The members CTE counts each contact's list entries (the

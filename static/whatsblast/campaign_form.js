@@ -96,6 +96,11 @@
       const input = el("input", "wb-source");
       input.type = "text";
       input.setAttribute("aria-label", slotLabel(slot) + " field or value");
+      const fallback = el("input", "wb-fallback");
+      fallback.type = "text";
+      fallback.placeholder = "if missing, e.g. there";
+      fallback.title = "Used for contacts who have no value in this field, instead of refusing the launch.";
+      fallback.setAttribute("aria-label", slotLabel(slot) + " fallback");
       const current = sourceOf(slot);
       if (current && Object.prototype.hasOwnProperty.call(current, "value")) {
         kind.value = "value";
@@ -103,13 +108,17 @@
       } else {
         kind.value = "field";
         input.value = current ? current.field : "";
+        fallback.value = current && current.fallback ? current.fallback : "";
       }
       const update = function () {
+        fallback.hidden = kind.value !== "field";
         if (kind.value === "field") {
           input.setAttribute("list", "wb-fields");
           input.placeholder = "e.g. name";
           const name = input.value.trim();
-          setSource(slot, name ? {field: name} : null);
+          const source = name ? {field: name} : null;
+          if (source && fallback.value.trim()) source.fallback = fallback.value;
+          setSource(slot, source);
         } else {
           input.removeAttribute("list");
           input.placeholder = "text for everyone";
@@ -119,13 +128,15 @@
       };
       kind.addEventListener("change", update);
       input.addEventListener("input", update);
+      fallback.addEventListener("input", update);
+      fallback.hidden = kind.value !== "field";
       if (kind.value === "field") input.setAttribute("list", "wb-fields");
       const name = el("td", null, slotLabel(slot));
       if (slot.required) name.append(el("span", "wb-required", " *"));
       const kindCell = el("td");
       kindCell.append(kind);
       const inputCell = el("td");
-      inputCell.append(input);
+      inputCell.append(input, " ", fallback);
       row.append(name, kindCell, inputCell, el("td", "wb-muted", slot.example || ""));
       tbody.append(row);
     }

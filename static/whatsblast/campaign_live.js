@@ -46,6 +46,25 @@
     return Math.round(seconds / 86400) + " days";
   }
 
+  // One time format on every page: "2026-12-01 08:07" in the viewer's time zone.
+  const zone = root.dataset.timeZone || undefined;
+  function when(iso) {
+    const parts = new Intl.DateTimeFormat("en-CA", {
+      timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit",
+      hour: "2-digit", minute: "2-digit", hour12: false, timeZoneName: "short",
+    }).formatToParts(new Date(iso));
+    const p = {};
+    for (const part of parts) p[part.type] = part.value;
+    return p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute + " " + (p.timeZoneName || "");
+  }
+
+  function messagesLink(key) {
+    const base = root.dataset.messagesUrl + "?campaign__id__exact=" + root.dataset.campaignId;
+    const value = {audience: "", replies: "replied", opt_outs: "opted_out"}[key];
+    const outcome = value === undefined ? key : value;
+    return outcome ? base + "&outcome=" + outcome : base;
+  }
+
   function bar(count, total) {
     const wrap = el("div", "wb-funnel-bar");
     const fill = el("div", "wb-funnel-fill");
@@ -62,22 +81,33 @@
     const progress = $("wb-bar");
     progress.style.width = d.percent + "%";
     progress.setAttribute("aria-valuenow", String(d.percent));
-    $("wb-progress-text").textContent = d.total
-      ? fmt.format(d.done) + " of " + fmt.format(d.total) + " settled (" + d.percent + " %) · " +
-        fmt.format(d.remaining) + " to go"
-      : d.status === "launching" ? "Creating the messages…"
-      : d.status === "scheduled" && d.scheduled_at
-        ? "Scheduled for " + new Date(d.scheduled_at).toISOString().slice(0, 16).replace("T", " ") + " UTC."
-        : "No messages yet.";
-
-    const c = d.counts;
-    const funnel = d.funnel.map(function (s) {
-      return [s.stage, fmt.format(s.count), bar(s.count, d.total)];
-    });
-    for (const s of ["failed", "dead", "skipped", "cancelled"]) {
-      if (c[s]) funnel.push([s, fmt.format(c[s]), bar(c[s], d.total)]);
+    progress.classList.toggle("wb-bar-cancelled", d.status === "cancelled");
+    progress.classList.toggle("wb-bar-waiting", d.status === "scheduled" || d.status === "launching");
+    const f = {};
+    for (const row of d.figures) f[row.key] = row.count;
+    let text;
+    if (d.status === "launching") text = "Launching: creating the messages…";
+    else if (d.status === "scheduled") {
+      text = d.scheduled_at ? "Scheduled for " + when(d.scheduled_at) + "." : "Scheduled.";
+    } else if (!d.total) text = "No messages yet.";
+    else if (d.status === "cancelled") {
+      text = "Cancelled: " + fmt.format(f.sent || 0) + " sent, " + fmt.format(f.failed || 0) +
+        " failed, " + fmt.format(f.cancelled || 0) + " not sent because of the cancel" +
+        (d.remaining ? ", " + fmt.format(d.remaining) + " still settling" : "") + ".";
+    } else {
+      text = fmt.format(d.done) + " of " + fmt.format(d.total) + " settled (" + d.percent + " %) · " +
+        fmt.format(d.remaining) + " to go";
     }
-    rows($("wb-funnel"), null, funnel);
+    $("wb-progress-text").textContent = text;
+
+    const figures = d.figures.map(function (row) {
+      const label = el("span", null, row.label);
+      label.title = row.help;
+      const count = el("a", null, fmt.format(row.count));
+      count.href = messagesLink(row.key);
+      return [label, count, bar(row.count, d.total), row.percent === null ? "" : row.percent + " %"];
+    });
+    rows($("wb-funnel"), null, figures);
 
     $("wb-chart").innerHTML = d.chart_svg; // server-drawn from numbers only
     $("wb-rate").textContent = fmt.format(d.rate_per_second) + " msg/s over the last " +
@@ -86,14 +116,27 @@
 
     const failures = $("wb-failures");
     if (d.failures.length) {
-      rows(failures, ["", "Code", "Meta's title", "Messages"], d.failures.map(function (f) {
-        return [f.status, f.code === null ? "-" : String(f.code), f.title, fmt.format(f.count)];
+      rows(failures, ["Code", "Meta's title", "", "Messages", ""], d.failures.map(function (f) {
+        const query = "?campaign__id__exact=" + d.campaign_id + "&status__exact=" + f.status +
+          (f.code === null ? "" : "&last_error_code=" + f.code);
+        const code = el("a", "wb-code", f.code === null ? "-" : String(f.code));
+        code.href = root.dataset.messagesUrl + query;
+        const count = el("a", null, fmt.format(f.count));
+        count.href = code.href;
+        let dead = "";
+        if (f.status === "dead" && root.dataset.deadUrl) {
+          dead = el("a", "wb-dead-link", "dead letters");
+          dead.href = root.dataset.deadUrl + "?status__exact=all&campaign__id__exact=" + d.campaign_id +
+            "&error_code=" + (f.code === null ? "none" : f.code);
+        }
+        return [code, f.title, f.status === "dead" ? "retries ran out" : "failed", count, dead];
       }));
     } else {
       rows(failures, null, [["None."]]);
     }
 
-    $("wb-replies").textContent = fmt.format(d.replies) + " replies · " + fmt.format(d.opt_outs) + " opt-outs";
+    $("wb-replies").textContent = fmt.format(f.replies || 0) + " recipients replied (" + fmt.format(d.replies) +
+      " replies) · " + fmt.format(f.opt_outs || 0) + " opted out";
     if (d.billing.length) {
       rows($("wb-billing"), ["Pricing category", "Billable messages", "Conversations"], d.billing.map(function (b) {
         return [b.category, fmt.format(b.billable_messages), fmt.format(b.conversations)];
@@ -105,6 +148,9 @@
     const eta = d.eta;
     let etaText = "-";
     if (eta && eta.basis === "done") etaText = "Done.";
+    else if (eta && eta.basis === "cancelled") etaText = "Cancelled: nothing more will be sent.";
+    else if (eta && eta.basis === "scheduled") etaText = eta.at ? "Starts " + when(eta.at) + "." : "Scheduled.";
+    else if (eta && eta.basis === "launching") etaText = "Starts once the messages are created.";
     else if (eta && eta.seconds !== null) etaText = "in " + duration(eta.seconds) + " (" + eta.basis + ")";
     else if (eta) etaText = eta.basis;
     $("wb-eta").textContent = etaText;

@@ -126,10 +126,36 @@ def test_rejections_are_capped_in_the_summary_and_all_written_to_the_rejects_fil
     assert [r["line"] for r in summary["rejections"]] == [2, 3]
     with rejects.open(newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["line", "value", "reason"]
+    assert rows[0] == ["line", "value", "reason", "phone"]  # then the file's own columns
     assert [r[0] for r in rows[1:]] == ["2", "3", "4", "5", "6"]
     assert [r[1] for r in rows[1:4]] == ['\'=HYPERLINK("http://x")', "'@cmd", "'-1"]
-    assert rows[5] == ["6", "12", "invalid phone number"]  # no region: no country code
+    assert rows[5] == ["6", "12", "invalid phone number", "12"]  # no region: no country code
+
+
+def test_the_rejects_file_keeps_every_column_and_uploads_again_once_fixed(
+    tmp_path: Path,
+) -> None:
+    path = csv_file(
+        tmp_path,
+        "Name,Mobile,City,reason\nAna,+5511999990001,Recife,vip\n"
+        "Bia,+55 11 9999,Natal,\nCaio,+1 call me,Olinda,old\n",
+    )
+    rejects = tmp_path / "rejects.csv"
+    contacts_import(path=path, list_name="l", rejects_path=rejects)
+    rows = list(csv.reader(rejects.open(newline="", encoding="utf-8")))
+    assert rows[0] == ["line", "value", "reason", "Name", "Mobile", "City", "reason (file)"]
+    assert rows[1][3:] == ["Bia", "'+55 11 9999", "Natal", ""]
+    assert rows[2][3:] == ["Caio", "'+1 call me", "Olinda", "old"]
+    # Fixed in a spreadsheet (the numbers), the same file goes back in.
+    fixed = tmp_path / "fixed.csv"
+    with fixed.open("w", newline="", encoding="utf-8") as f:
+        out = csv.writer(f)
+        out.writerow(rows[0][3:])
+        out.writerow([rows[1][3], "'+55 11 99999-0002", rows[1][5], rows[1][6]])
+        out.writerow([rows[2][3], "+55 11 99999-0003", rows[2][5], rows[2][6]])
+    again = contacts_import(path=fixed, list_name="l", phone_column="Mobile")
+    assert (again.imported, again.rejected) == (2, 0)
+    assert Contact.objects.get(phone="+5511999990002").attributes["City"] == "Natal"
 
 
 def test_import_is_all_or_nothing(tmp_path: Path) -> None:
@@ -218,3 +244,22 @@ def test_concurrent_imports_of_overlapping_files_both_succeed(tmp_path: Path) ->
     assert results["a"].imported + results["b"].imported == 300
     assert results["a"].merged + results["b"].merged == 300
     assert members("a") == members("b") == set(phones)
+
+
+def test_rows_repeating_a_number_are_listed_with_the_row_they_were_merged_into(
+    tmp_path: Path,
+) -> None:
+    path = csv_file(
+        tmp_path,
+        "phone,name,city\n+5511999990001,Ana,Recife\n+5511999990002,Bia,\n"
+        "+55 11 99999-0001,,Olinda\n+5511999990002,Beatriz,Natal\n",
+    )
+    result = contacts_import(path=path, list_name="l")
+    summary = result.as_dict()
+    assert (summary["imported"], summary["merged"], summary["repeated"]) == (2, 2, 2)
+    assert summary["repeats"] == [
+        {"line": 4, "phone": "+5511999990001", "merged_into_line": 2},
+        {"line": 5, "phone": "+5511999990002", "merged_into_line": 3},
+    ]
+    ana = Contact.objects.get(phone="+5511999990001")
+    assert (ana.name, ana.attributes) == ("Ana", {"city": "Olinda"})

@@ -20,6 +20,7 @@ from campaigns.catalogue.params import (
     mapping_validate,
     params_render,
     params_sql,
+    required_fields,
     template_param_slots,
 )
 from campaigns.drafts import campaign_create, param_mapping_from_specs, param_mapping_validate
@@ -418,3 +419,26 @@ def test_the_slots_a_form_offers_are_exactly_the_templates_params() -> None:
         },
         {"section": "buttons", "key": "1", "required": True, "kind": "url suffix", "example": ""},
     ]
+
+
+def test_a_fallback_fills_a_missing_field_the_same_in_python_and_sql() -> None:
+    template = catalogue_template(make_account(), "news", NAMED_TEXT_HEADER)
+    mapping = {
+        "header": {"field": "shop", "fallback": "our shop"},
+        "body": {"first_name": {"field": "name", "fallback": "there"}},
+    }
+    mapping_validate(template, mapping)
+    assert required_fields(mapping) == []
+    for name, attributes, expected in (
+        ("Asha", {"shop": "Lojas"}, ("Lojas", "Asha")),
+        ("", {}, ("our shop", "there")),
+        ("  ", {"shop": " "}, ("our shop", "there")),  # blank counts as missing
+    ):
+        contact = make_contact(name=name, attributes=attributes)
+        rendered = params_render(template, mapping, contact)
+        assert (rendered["header"]["value"], rendered["body"]["first_name"]) == expected
+        assert sql_render(template, mapping, contact.pk) == rendered
+    without = {"header": {"field": "shop"}, "body": {"first_name": {"field": "name"}}}
+    assert required_fields(without) == ["name", "shop"]
+    with pytest.raises(ParamMappingError):
+        mapping_validate(template, {**mapping, "header": {"field": "shop", "other": "x"}})

@@ -173,9 +173,9 @@ def test_the_job_imports_keeps_the_chosen_attributes_and_the_rejects(
     rejects = contact_upload_rejects_path(upload=upload)
     assert rejects is not None
     rows = list(csv.reader(rejects.open(encoding="utf-8")))
-    assert rows[0] == ["line", "value", "reason"]
-    assert rows[1] == ["4", "'=1+2", "invalid phone number"]  # formula neutralised
-    assert rows[2][1:] == ["not a number", "invalid phone number"]
+    assert rows[0][:3] == ["line", "value", "reason"] and len(rows[0]) > 3
+    assert rows[1][:3] == ["4", "'=1+2", "invalid phone number"]  # formula neutralised
+    assert rows[2][1:3] == ["not a number", "invalid phone number"]
     assert contact_upload_progress(upload=upload)["percent"] == 100
 
 

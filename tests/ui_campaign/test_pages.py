@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, TemplateStatus
 from tests.engine_support import work_burst
-from tests.factories import make_campaign, make_message, make_template
+from tests.factories import make_campaign, make_contact, make_message, make_template
 from tests.ui_campaign.conftest import MAPPING
 from webhooks.models import InboundMessage
 
@@ -76,13 +76,25 @@ def test_saving_goes_to_the_preflight_check(marketer: Client, setup) -> None:
     assert (campaign.canary_size, campaign.canary_max_failure_rate) == (100, 0.025)
 
 
-def test_a_mapping_that_does_not_fit_is_refused(marketer: Client, setup) -> None:
-    bad = json.dumps({"body": {"1": {"field": "name"}}})
-    response = marketer.post(url("add"), form_data(setup, param_mapping=bad))
-    assert response.status_code == 200
-    assert "body param(s) 2 of template &#x27;spring_sale&#x27; are not mapped" in (
+def test_a_draft_saves_before_every_param_is_mapped_and_says_what_is_left(
+    marketer: Client, setup
+) -> None:
+    half = json.dumps({"body": {"1": {"field": "name"}}})
+    response = marketer.post(url("add"), form_data(setup, param_mapping=half), follow=True)
+    campaign = Campaign.objects.get()
+    assert campaign.status == CampaignStatus.DRAFT and campaign.param_mapping == json.loads(half)
+    assert "still to do before it can launch: body param(s) 2 of template" in (
         response.content.decode()
     )
+    preflight = marketer.get(url("preflight", campaign.pk)).content.decode()
+    assert "are not mapped" in preflight
+
+
+def test_a_mapping_that_does_not_fit_is_refused(marketer: Client, setup) -> None:
+    bad = json.dumps({"body": {"1": {"field": "name"}, "2": {"value": "X"}, "9": {"value": "Y"}}})
+    response = marketer.post(url("add"), form_data(setup, param_mapping=bad))
+    assert response.status_code == 200
+    assert "has no body param(s) 9" in response.content.decode()
     assert not Campaign.objects.exists()
     response = marketer.post(url("add"), form_data(setup, window_start="09:00"))
     assert "A send window needs both its start and its end." in response.content.decode()
@@ -263,3 +275,20 @@ def test_the_live_page_and_its_json(marketer: Client, setup) -> None:
     assert live["target_per_second"] == 64.0  # 80/s less the 20 % reserve
     assert "<polyline" in live["chart_svg"] and "target 64.0/s" in live["chart_svg"]
     assert (live["replies"], live["opt_outs"], live["retryable"]) == (2, 1, 0)
+
+
+def test_the_preflight_says_a_refused_launch_sends_nobody_and_a_fallback_fixes_it(
+    marketer: Client, setup
+) -> None:
+    make_contact(phone="+5511900000009", name="Dora", contact_list=setup["list"])  # no coupon
+    campaign = draft(setup)
+    page = marketer.get(url("preflight", campaign.pk)).content.decode()
+    assert "none: the launch is refused as it stands" in page
+    assert '<td id="wb-audience-fixed">4</td>' in page
+    assert "have no value for mapped field &#x27;coupon&#x27;" in page
+    campaign.param_mapping = {
+        "body": {"1": {"field": "name"}, "2": {"field": "coupon", "fallback": "WELCOME"}}
+    }
+    campaign.save()
+    page = marketer.get(url("preflight", campaign.pk)).content.decode()
+    assert '<td id="wb-audience">4</td>' in page and "refused" not in page

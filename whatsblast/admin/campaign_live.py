@@ -24,25 +24,24 @@ from campaigns.windows.campaign import campaign_window
 from delivery.campaigns.canary import canary_tally
 from delivery.campaigns.launch_queue import launch_queued
 from delivery.campaigns.progress import (
-    RATE_WINDOW,
     campaign_billing,
     campaign_failures,
     campaign_funnel,
     campaign_progress,
     campaign_send_rate_series,
+    recent_rate,
     series_span,
 )
 from delivery.campaigns.retry import campaign_retryable_count
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from webhooks.selectors import campaign_reply_counts
 from whatsblast.admin.charts import rate_chart_svg
+from whatsblast.admin.figures import campaign_figures, figures_as_dicts
 from whatsblast.core.redis import get_redis
 
 POLL_SECONDS = 2
 CACHE_SECONDS = 1.5
 CACHE_COST_FACTOR = 3
-# The shortest span a rate is measured over (a campaign's first seconds are bursty).
-MIN_RATE_WINDOW_S = 5.0
 
 
 def _cache_key(campaign_id: int, version: str = "") -> str:
@@ -121,6 +120,9 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "percent": round(100 * done / progress.total, 1) if progress.total else 0.0,
         "counts": progress.counts,
         "funnel": campaign_funnel(counts=progress.counts),
+        "figures": figures_as_dicts(
+            campaign_figures(campaign_id=campaign.pk, status_counts=progress.counts)
+        ),
         "failures": [f.__dict__ for f in campaign_failures(campaign=campaign)],
         "retryable": campaign_retryable_count(campaign=campaign),
         "rate_per_second": rate,
@@ -137,18 +139,13 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "replies": replies.get("replies", 0),
         "opt_outs": replies.get("opt_outs", 0),
         "billing": campaign_billing(campaign=campaign),
-        "eta": _eta(campaign, progress.remaining, rate, target, now),
+        "eta": _eta(campaign, status, progress.remaining, rate, target, now),
         "canary": _canary(campaign),
     }
 
 
 def _recent_rate(campaign: Campaign, sent_last_minute: int, now: datetime) -> tuple[float, int]:
-    """Messages a second over the last minute, or since the start when that is shorter: a
-    campaign ten seconds old has not been slow for the other fifty."""
-    window = RATE_WINDOW.total_seconds()
-    if campaign.started_at is not None:
-        window = min(window, max(MIN_RATE_WINDOW_S, (now - campaign.started_at).total_seconds()))
-    return round(sent_last_minute / window, 2), round(window)
+    return recent_rate(started_at=campaign.started_at, sent_last_minute=sent_last_minute, now=now)
 
 
 def _status_display(status: str) -> str:
@@ -158,11 +155,30 @@ def _status_display(status: str) -> str:
 
 
 def _eta(
-    campaign: Campaign, remaining: int, rate: float, target: float | None, now: datetime
+    campaign: Campaign,
+    status: str,
+    remaining: int,
+    rate: float,
+    target: float | None,
+    now: datetime,
 ) -> dict[str, Any] | None:
-    """When the remaining messages will have gone out, and on what basis."""
+    """When the remaining messages will have gone out, and on what basis.
+
+    Only a completed campaign is done: a cancelled one stopped, a scheduled one has not
+    started, a launching one is still creating its messages (none remain because none
+    exist yet).
+    """
+    if status == CampaignStatus.CANCELLED:
+        return {"seconds": None, "at": None, "basis": "cancelled"}
+    if status == CampaignStatus.SCHEDULED:
+        starts = campaign.scheduled_at.isoformat() if campaign.scheduled_at else None
+        return {"seconds": None, "at": starts, "basis": "scheduled"}
+    if status in ("launching", CampaignStatus.DRAFT):
+        return {"seconds": None, "at": None, "basis": "launching"}
     if not remaining:
-        return {"seconds": 0, "at": now.isoformat(), "basis": "done"}
+        if status in (CampaignStatus.COMPLETED, CampaignStatus.RUNNING):
+            return {"seconds": 0, "at": now.isoformat(), "basis": "done"}
+        return None
     if campaign.status != CampaignStatus.RUNNING:
         return None
     if campaign.canary_state == CanaryState.TESTING:

@@ -25,6 +25,7 @@ from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.http import (
@@ -39,11 +40,13 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
 from campaigns.catalogue.preview import contact_fields, message_preview, sample_contacts
-from campaigns.drafts import param_mapping_validate
+from campaigns.drafts import param_mapping_check_draft
 from campaigns.models import Campaign, CampaignStatus, ContactList, Template, TemplateStatus
 from campaigns.state import LifecycleError, campaign_pause
 from campaigns.windows.zones import zone_valid
@@ -56,9 +59,15 @@ from delivery.campaigns.launch_queue import (
 )
 from delivery.campaigns.lifecycle import campaign_cancel
 from delivery.campaigns.preflight import campaign_preflight
-from delivery.campaigns.progress import campaign_progress
+from delivery.campaigns.progress import campaign_billing, campaign_failures
 from delivery.campaigns.retry import campaign_retry_failed
 from whatsblast.admin.campaign_live import POLL_SECONDS, campaign_live, campaign_live_forget
+from whatsblast.admin.figures import (
+    campaigns_figures,
+    export_extra_columns,
+    figure_rows,
+)
+from whatsblast.admin.tables import mapping_table
 
 LAUNCH_PERMISSION = "campaigns.launch_campaign"
 
@@ -115,7 +124,36 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "window_start": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
             "window_end": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
         }
-        labels = {"canary_size": "Canary: recipients first"}
+        labels = {
+            "canary_size": "Canary: recipients first",
+            "phone_number": "Send from",
+            "pool_numbers": "Also send from",
+            "share_weight": "Share of the number",
+            "lists": "Contact lists",
+            "window_start": "Send between",
+            "window_end": "and",
+            "time_zone": "Default time zone",
+            "time_zone_attribute": "Contact field with a time zone",
+            "max_attempts": "Tries per recipient",
+            "ambiguous_policy": "If a send's outcome is unknown",
+        }
+        help_texts = {
+            "pool_numbers": "More numbers of the same WhatsApp account share the sending; "
+            "each recipient always hears from one number.",
+            "share_weight": "When other campaigns send from the same number at the same "
+            "time, a campaign with 2 gets twice the pace of one with 1.",
+            "window_start": "Messages go out only between these hours, in each recipient's "
+            "own time (blank: any time).",
+            "time_zone": "For recipients whose phone number does not tell their zone "
+            "(countries with several). Type a city such as America/Sao_Paulo; blank: UTC.",
+            "time_zone_attribute": "A column of your contact file holding each person's "
+            "zone (such as Europe/Lisbon), used before the number's.",
+            "max_attempts": "How often a temporary error (Meta busy, network) is retried "
+            "before the message goes to the dead letters for support.",
+            "ambiguous_policy": "Rarely, a send times out after leaving: we cannot know if "
+            "Meta got it. Resend risks a duplicate message; Mark failed risks a recipient "
+            "getting none.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -157,9 +195,12 @@ class CampaignForm(forms.ModelForm[Campaign]):
                 "A pool sends one account's templates: choose numbers of the same account.",
             )
         mapping = cleaned.get("param_mapping") or {}
+        self.still_to_map = ""
         if template is not None:
             try:
-                param_mapping_validate(template=template, param_mapping=mapping)
+                self.still_to_map = param_mapping_check_draft(
+                    template=template, param_mapping=mapping
+                )
             except ValidationError as exc:
                 self.add_error(None, exc)
         if (cleaned.get("window_start") is None) != (cleaned.get("window_end") is None):
@@ -180,7 +221,6 @@ class CampaignAdminForm(forms.ModelForm[Campaign]):
             "phone_number",
             "template",
             "lists",
-            "param_mapping",
             "scheduled_at",
             "max_attempts",
             "ambiguous_policy",
@@ -190,20 +230,28 @@ class CampaignAdminForm(forms.ModelForm[Campaign]):
 @admin.register(Campaign)
 class CampaignAdmin(admin.ModelAdmin[Campaign]):
     form = CampaignAdminForm
+    # Fits 1366 px: the figures a marketer compares campaigns by, in the words of every page.
     list_display = (
-        "name",
-        "status",
-        "phone_number",
-        "template",
-        "created_at",
-        "started_at",
-        "completed_at",
+        "campaign",
+        "status_badge",
+        "audience",
+        "sent",
+        "delivered",
+        "read",
+        "failed",
+        "replies",
+        "report_link",
     )
+    list_display_links = ("campaign",)
     list_filter = ("status", "phone_number")
     search_fields = ("name",)
     list_select_related = ("phone_number", "template")
     ordering = ("-created_at",)
     filter_horizontal = ("lists",)
+
+    class Media:
+        css = {"all": ("whatsblast/campaign.css",)}
+
     readonly_fields = (
         "status",
         "status_reason",
@@ -214,23 +262,96 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         "created_at",
         "updated_at",
         "progress",
+        "parameters",
     )
+
+    @admin.display(description="parameters")
+    def parameters(self, obj: Campaign) -> str:
+        return mapping_table(obj.param_mapping or {})
 
     @admin.display(description="progress")
     def progress(self, obj: Campaign) -> str:
         if not obj.pk:
             return "-"
-        p = campaign_progress(campaign=obj)
-        counts = format_html_join(", ", "{} {}", ((s, n) for s, n in p.counts.items() if n))
-        eta = "unknown" if p.eta_seconds is None else f"{p.eta_seconds:.0f}s"
-        return format_html(
-            "{} messages, {} remaining ({}); {} msg/s over the last minute, ETA {}",
-            p.total,
-            p.remaining,
-            counts or "none yet",
-            p.rate_per_second,
-            eta,
+        figures = campaigns_figures(campaign_ids=[obj.pk])[obj.pk]
+        return format_html_join(
+            " · ", "{} {}", ((f.label, f"{f.count:,}") for f in figure_rows(figures))
         )
+
+    # --- the list's columns: figures for the page's campaigns in two grouped queries ------
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return FiguresChangeList
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        return super().changelist_view(request, {**(extra_context or {}), "title": "Campaigns"})
+
+    @staticmethod
+    def _figure(obj: Campaign, key: str) -> str:
+        figures: dict[str, int] = getattr(obj, "figures", {})
+        return f"{figures.get(key, 0):,}"
+
+    @staticmethod
+    def _share(obj: Campaign, key: str, base: str) -> str:
+        figures: dict[str, int] = getattr(obj, "figures", {})
+        count, whole = figures.get(key, 0), figures.get(base, 0)
+        if not whole:
+            return format_html("{}", f"{count:,}")
+        return format_html(
+            '{}<br><span class="wb-share">{} %</span>', f"{count:,}", round(100 * count / whole)
+        )
+
+    @admin.display(description="campaign", ordering="name")
+    def campaign(self, obj: Campaign) -> str:
+        when = obj.started_at or obj.scheduled_at or obj.created_at
+        verb = "started" if obj.started_at else "scheduled for" if obj.scheduled_at else "created"
+        return format_html(
+            '{}<br><span class="wb-share">{} {}</span>',
+            obj.name,
+            verb,
+            date_format(timezone.localtime(when), "SHORT_DATETIME_FORMAT") if when else "-",
+        )
+
+    @admin.display(description="status", ordering="status")
+    def status_badge(self, obj: Campaign) -> str:
+        status = str(obj.status)
+        label = str(CampaignStatus(status).label)
+        if launch_queued(obj):
+            status, label = "launching", "Launching"
+        return format_html('<span class="wb-badge wb-status-{}">{}</span>', status, label)
+
+    @admin.display(description="audience")
+    def audience(self, obj: Campaign) -> str:
+        return self._figure(obj, "audience")
+
+    @admin.display(description="sent")
+    def sent(self, obj: Campaign) -> str:
+        return self._share(obj, "sent", "audience")
+
+    @admin.display(description="delivered")
+    def delivered(self, obj: Campaign) -> str:
+        return self._share(obj, "delivered", "sent")
+
+    @admin.display(description="read")
+    def read(self, obj: Campaign) -> str:
+        return self._share(obj, "read", "delivered")
+
+    @admin.display(description="failed")
+    def failed(self, obj: Campaign) -> str:
+        return self._share(obj, "failed", "audience")
+
+    @admin.display(description="replies")
+    def replies(self, obj: Campaign) -> str:
+        return self._figure(obj, "replies")
+
+    @admin.display(description="")
+    def report_link(self, obj: Campaign) -> str:
+        if obj.status not in (CampaignStatus.COMPLETED, CampaignStatus.CANCELLED):
+            return ""
+        url = reverse("admin:campaigns_campaign_report", args=[obj.pk])
+        return format_html('<a href="{}" class="wb-report-link">Report</a>', url)
 
     def get_deleted_objects(
         self, objs: Any, request: HttpRequest
@@ -268,6 +389,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             path("<int:object_id>/launch/", view(self.launch_view), name=f"{name}_launch"),
             path("<int:object_id>/live.json", view(self.live_view), name=f"{name}_live"),
             path("<int:object_id>/export.csv", view(self.export_view), name=f"{name}_export"),
+            path("<int:object_id>/report/", view(self.report_view), name=f"{name}_report"),
         ]
         for action in ("pause", "resume", "cancel", "retry-failed"):
             own.append(
@@ -302,7 +424,11 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             if not launch_queued(campaign) and self.has_change_permission(request, campaign):
                 return self._form_view(request, campaign)
         if campaign is not None and self.has_view_permission(request, campaign):
-            extra_context = {**(extra_context or {}), **self._live_context(request, campaign)}
+            extra_context = {
+                **(extra_context or {}),
+                **self._live_context(request, campaign),
+                "title": str(campaign),
+            }
         return super().change_view(request, object_id, form_url, extra_context)
 
     def _campaign(self, request: HttpRequest, object_id: int) -> Campaign:
@@ -327,6 +453,13 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             form.save_m2m()
             if "_preflight" in request.POST:
                 return redirect("admin:campaigns_campaign_preflight", object_id=saved.pk)
+            if form.still_to_map:
+                self.message_user(
+                    request,
+                    f"Draft {saved} saved; still to do before it can launch: {form.still_to_map}.",
+                    messages.WARNING,
+                )
+                return redirect(self._change_url(saved))
             self.message_user(request, f"Draft {saved} saved.", messages.SUCCESS)
             return redirect(self._change_url(saved))
         context = {
@@ -425,6 +558,12 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "live": campaign_live(campaign=campaign),
             "live_url": reverse("admin:campaigns_campaign_live", args=[pk]),
             "export_url": reverse("admin:campaigns_campaign_export", args=[pk]),
+            "report_url": reverse("admin:campaigns_campaign_report", args=[pk]),
+            "messages_url": reverse("admin:delivery_message_changelist"),
+            "dead_url": reverse("admin:delivery_deadletter_changelist")
+            if request.user.has_perm("delivery.view_deadletter")
+            else "",
+            "viewer_time_zone": timezone.get_current_timezone_name(),
             "poll_ms": POLL_SECONDS * 1000,
             "can_launch": can_launch(request),
             "action_urls": {
@@ -476,11 +615,67 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
     def export_view(self, request: HttpRequest, object_id: int) -> StreamingHttpResponse:
         campaign = self._campaign(request, object_id)
         response = StreamingHttpResponse(
-            campaign_results_csv(campaign=campaign), content_type="text/csv; charset=utf-8"
+            campaign_results_csv(campaign=campaign, extra=export_extra_columns()),
+            content_type="text/csv; charset=utf-8",
         )
         filename = campaign_results_filename(campaign)
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
+
+    # --- the report ------------------------------------------------------------------------
+
+    def report_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """A finished (or running) campaign on one page: its figures, failures by error with
+        links to the recipients and dead letters, replies, billing and its run."""
+        campaign = self._campaign(request, object_id)
+        figures = campaigns_figures(campaign_ids=[campaign.pk])[campaign.pk]
+        messages_url = reverse("admin:delivery_message_changelist")
+        dead_url = reverse("admin:delivery_deadletter_changelist")
+        may_see_dead = request.user.has_perm("delivery.view_deadletter")
+        failures = []
+        for group in campaign_failures(campaign=campaign):
+            code = "none" if group.code is None else str(group.code)
+            query = f"campaign__id__exact={campaign.pk}"
+            failures.append(
+                {
+                    "group": group,
+                    "messages_url": f"{messages_url}?{query}&status__exact={group.status}"
+                    + ("" if group.code is None else f"&last_error_code={group.code}"),
+                    "dead_url": f"{dead_url}?{query}&error_code={code}&status__exact=all"
+                    if group.status == "dead" and may_see_dead
+                    else "",
+                }
+            )
+        duration = None
+        if campaign.started_at and campaign.completed_at:
+            duration = campaign.completed_at - campaign.started_at
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Report: {campaign}",
+            "campaign": campaign,
+            "figures": figure_rows(figures, keep_zero=False),
+            "failures": failures,
+            "billing": campaign_billing(campaign=campaign),
+            "duration": duration,
+            "messages_url": f"{messages_url}?campaign__id__exact={campaign.pk}",
+            "export_url": reverse("admin:campaigns_campaign_export", args=[campaign.pk]),
+            "change_url": self._change_url(campaign),
+        }
+        return TemplateResponse(request, "admin/campaigns/campaign/report.html", context)
+
+
+class FiguresChangeList(ChangeList):
+    """The campaign list: each row of the page carries its figures (two grouped queries
+    for the page, whatever its length) and whether its launch is queued."""
+
+    def get_results(self, request: HttpRequest) -> None:
+        super().get_results(request)
+        rows = list(self.result_list)
+        figures = campaigns_figures(campaign_ids=[c.pk for c in rows])
+        for campaign in rows:
+            campaign.figures = figures.get(campaign.pk, {})
+        self.result_list = rows
 
 
 def _int(value: Any) -> int | None:

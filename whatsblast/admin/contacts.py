@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
@@ -63,8 +65,44 @@ class ContactListAdmin(admin.ModelAdmin[ContactList]):
         return [str(cl) for cl in lists], {"lists": len(lists), "memberships": members}, set(), []
 
 
+class AttributesField(forms.CharField):
+    """A contact's attributes as "name = value" lines, one a line, not a JSON box."""
+
+    widget = forms.Textarea(attrs={"rows": 6, "cols": 60, "class": "wb-attributes"})
+
+    def prepare_value(self, value: Any) -> str:
+        if isinstance(value, dict):
+            return "\n".join(f"{k} = {'' if v is None else v}" for k, v in value.items())
+        return str(value or "")
+
+    def to_python(self, value: Any) -> dict[str, str]:  # type: ignore[override]
+        attributes: dict[str, str] = {}
+        for number, line in enumerate(str(value or "").splitlines(), start=1):
+            if not line.strip():
+                continue
+            name, sep, text = line.partition("=")
+            if not sep or not name.strip():
+                raise ValidationError(f"Line {number}: write it as name = value.")
+            attributes[name.strip()] = text.strip()
+        return attributes
+
+
+class ContactForm(forms.ModelForm[Contact]):
+    attributes = AttributesField(
+        required=False,
+        label="Fields",
+        help_text="One a line, as name = value (coupon = SPRING10). Campaigns can put "
+        "any of these into a message.",
+    )
+
+    class Meta:
+        model = Contact
+        fields = ("phone", "name", "attributes", "opted_in_at", "opted_out_at")
+
+
 @admin.register(Contact)
 class ContactAdmin(LargeTableAdmin):
+    form = ContactForm
     list_display = ("phone", "name", "opted_in_at", "opted_out_at", "created_at")
     list_filter = (("opted_out_at", admin.EmptyFieldListFilter), "lists")
     # "=phone" is an exact match the unique index serves; name search scans, as it must.

@@ -9,6 +9,7 @@ edited or deleted by hand: the audit trail under each one says who decided what.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -27,6 +28,7 @@ from delivery.dead_letters import (
     dead_letter_discard,
     dead_letter_request,
     dead_letter_requeue,
+    dead_letter_summary,
 )
 from delivery.models import DeadLetter, DeadLetterStatus, Message
 from whatsblast.admin.pagination import LargeTableAdmin
@@ -60,6 +62,53 @@ class ErrorCodeFilter(admin.SimpleListFilter):
             return queryset.none()
 
 
+class OpenFirstStatusFilter(admin.SimpleListFilter):
+    """The list opens on the dead letters still to decide; "All" is one click away."""
+
+    title = "status"
+    parameter_name = "status__exact"
+    ALL = "all"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(str(value), str(label)) for value, label in DeadLetterStatus.choices]
+
+    def value(self) -> str:
+        return str(super().value() or DeadLetterStatus.OPEN)
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> Any:
+        value = self.value()
+        if value == self.ALL:
+            return queryset
+        if value not in DeadLetterStatus.values:
+            return queryset.none()
+        return queryset.filter(status=value)
+
+    def choices(self, changelist: Any) -> Any:
+        value = self.value()
+        yield {
+            "selected": value == self.ALL,
+            "query_string": changelist.get_query_string({self.parameter_name: self.ALL}),
+            "display": "All",
+        }
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": value == lookup,
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
+
+
+def phone_search_forms(term: str) -> list[str]:
+    """The E.164 forms a typed number may mean: "+55 (11) 98888-7777", "5511988887777" and
+    "+5511988887777" are one recipient."""
+    digits = "".join(c for c in term if c.isdigit())
+    if len(digits) < 6 or any(c.isalpha() for c in term):
+        return []
+    if term.strip().startswith("00"):
+        digits = digits[2:]
+    return [f"+{digits}"]
+
+
 class DecisionForm(forms.Form):
     note = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3, "cols": 60}),
@@ -72,24 +121,24 @@ class DecisionForm(forms.Form):
 @admin.register(DeadLetter)
 class DeadLetterAdmin(LargeTableAdmin):
     list_display = (
-        "id",
         "recipient",
         "campaign",
-        "phone_number",
-        "error_code",
-        "error_title",
+        "error",
         "status",
         "created_at",
     )
-    list_filter = ("status", ErrorCodeFilter, "campaign", "phone_number")
+    list_display_links = ("recipient",)
+    list_filter = (OpenFirstStatusFilter, ErrorCodeFilter, "campaign", "phone_number")
     date_hierarchy = "created_at"
-    # Exact recipient: the join reaches the message by its primary key.
+    # A number in any format (digits, spaces, dashes, with or without +) or the contact's
+    # name; the number through the recipient's index, the name through the contact's.
     search_fields = ("=message__to",)
-    search_help_text = "Exact recipient in E.164 form (+5511999990000)."
+    search_help_text = "A phone number in any format (+55 11 98888-7777, 5511988887777) or a name."
     list_select_related = ("message", "campaign", "phone_number")
     ordering = ("-created_at", "-id")
     actions = ("requeue_selected", "discard_selected")
     change_form_template = "admin/delivery/deadletter/change_form.html"
+    change_list_template = "admin/delivery/deadletter/change_list.html"
     readonly_fields = (
         "message",
         "campaign",
@@ -111,6 +160,40 @@ class DeadLetterAdmin(LargeTableAdmin):
     @admin.display(description="recipient", ordering="message__to")
     def recipient(self, obj: DeadLetter) -> str:
         return obj.message.to
+
+    @admin.display(description="error", ordering="error_code")
+    def error(self, obj: DeadLetter) -> str:
+        return f"{obj.error_code} {obj.error_title}".strip() if obj.error_code else obj.error_title
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[DeadLetter], search_term: str
+    ) -> tuple[QuerySet[DeadLetter], bool]:
+        term = search_term.strip()
+        if not term:
+            return queryset, False
+        phones = phone_search_forms(term)
+        if phones:
+            return queryset.filter(message__to__in=phones), False
+        return queryset.filter(message__contact__name__icontains=term), False
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """The list, under a summary of the entries its status filter shows: by error
+        (each code a link to its entries) and per day over the last two weeks."""
+        chosen = request.GET.get(OpenFirstStatusFilter.parameter_name) or DeadLetterStatus.OPEN
+        status = None if chosen == OpenFirstStatusFilter.ALL else chosen
+        summary = dead_letter_summary(status=status if status in DeadLetterStatus.values else None)
+        peak = max((d["count"] for d in summary["per_day"]), default=0)
+        for day in summary["per_day"]:
+            day["height"] = round(100 * day["count"] / peak) if peak else 0
+        extra = {
+            **(extra_context or {}),
+            "title": "Dead letters",
+            "summary": summary,
+            "summary_status": chosen,
+        }
+        return super().changelist_view(request, extra)
 
     # --- permissions ---------------------------------------------------------------------
 
@@ -171,9 +254,11 @@ class DeadLetterAdmin(LargeTableAdmin):
             "select_across": across,
             "selected": selected,
             "count": None if across else len(selected),
-            "open_count": queryset.filter(status=DeadLetterStatus.OPEN)[:10_001].count(),
             "media": self.media,
         }
+        open_count = queryset.filter(status=DeadLetterStatus.OPEN)[:10_001].count()
+        decided = queryset.exclude(status=DeadLetterStatus.OPEN)[:10_001].count()
+        context.update(open_count=open_count, decided_count=decided, all_open=not decided)
         return TemplateResponse(request, "admin/delivery/deadletter/decide.html", context)
 
     def _decide(self, request: HttpRequest, action: str, ids: list[int], note: str) -> bool:
@@ -244,7 +329,10 @@ class DeadLetterAdmin(LargeTableAdmin):
             else "",
             "request_url": request_shown["url"],
             "request_body": json.dumps(request_shown["body"], indent=2, ensure_ascii=False),
-            "attempts": letter.attempts or message.error_history,
+            "attempts": _with_times(letter.attempts or message.error_history or []),
+            # After a requeue the message lives on: its attempts since, and where it is now.
+            "requeued": letter.status == DeadLetterStatus.REQUEUED,
+            "since_requeue": _since_requeue(letter, message),
             "trail": list(letter.actions.order_by("created_at", "id")),
             "earlier": list(
                 DeadLetter.objects.filter(message=message)
@@ -277,3 +365,41 @@ class DeadLetterAdmin(LargeTableAdmin):
         else:
             self._decide(request, action, [letter.pk], form.cleaned_data["note"])
         return HttpResponseRedirect(url)
+
+
+def _since_requeue(letter: DeadLetter, message: Message) -> list[dict[str, Any]]:
+    """Attempts of the message after this entry was requeued: its later errors, and the
+    send that went through when it did."""
+    if letter.status != DeadLetterStatus.REQUEUED or letter.resolved_at is None:
+        return []
+    history = list(message.error_history or [])
+    # The requeue leaves a marker in the history ("requeued by support"): what follows the
+    # last one are the attempts since.
+    marks = [i for i, a in enumerate(history) if str(a.get("outcome", "")).startswith("requeued")]
+    rows: list[dict[str, Any]] = [dict(a) for a in history[marks[-1] + 1 :]] if marks else []
+    if message.sent_at is not None and message.sent_at >= letter.resolved_at:
+        rows.append(
+            {
+                "attempt": message.attempt,
+                "at": message.sent_at,
+                "outcome": f"sent, now {message.get_status_display().lower()}",
+                "http_status": 200,
+                "code": None,
+                "title": "",
+            }
+        )
+    return _with_times(rows)
+
+
+def _with_times(attempts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Attempts with their ISO ``at`` read back as a time, shown like every other time."""
+    shown = []
+    for attempt in attempts:
+        row = dict(attempt)
+        if isinstance(row.get("at"), str):
+            try:
+                row["at"] = datetime.fromisoformat(row["at"])
+            except ValueError:
+                pass
+        shown.append(row)
+    return shown

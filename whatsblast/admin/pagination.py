@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.core.paginator import Paginator
 from django.utils.functional import cached_property
 
@@ -25,9 +26,27 @@ class CappedCountPaginator(Paginator[Any]):
         return int(self.object_list[:COUNT_CAP].count())  # type: ignore[attr-defined]
 
 
+class CappedChangeList(ChangeList):
+    """Says "More than 10,000 messages" when the count stopped at the cap, never a number
+    that looks exact."""
+
+    def get_results(self, request: Any) -> None:
+        super().get_results(request)
+        self.count_capped = self.result_count >= COUNT_CAP
+        plural = self.opts.verbose_name_plural
+        if self.count_capped:
+            self.count_text = f"More than {COUNT_CAP:,} {plural}"
+        else:
+            noun = self.opts.verbose_name if self.result_count == 1 else plural
+            self.count_text = f"{self.result_count:,} {noun}"
+
+
 class LargeTableAdmin(admin.ModelAdmin[Any]):
     """List pages whose cost does not grow with the table."""
 
     paginator = CappedCountPaginator
     show_full_result_count = False
     list_per_page = 50
+
+    def get_changelist(self, request: Any, **kwargs: Any) -> type[ChangeList]:
+        return CappedChangeList

@@ -60,3 +60,6 @@ admin.site.register(Dashboard, GuardedQueueAdmin)
 admin.site.site_header = "whatsblast"
 admin.site.site_title = "whatsblast"
 admin.site.index_title = "Campaigns, contacts, delivery and support"
+# There is no public site: "View site" would land on a 404, so the
+# header shows no such link.
+admin.site.site_url = None

@@ -8,6 +8,7 @@ lasts longer than reading the upload and its first rows.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from pathlib import Path
 from typing import Any, cast
@@ -24,10 +25,12 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.views.decorators.csrf import csrf_protect
+from phonenumbers import geocoder
 
 from campaigns.audience.rows import ImportFileError
 from campaigns.audience.uploads import (
     LISTED_REJECTIONS,
+    contact_list_create,
     contact_upload_create,
     contact_upload_preview,
     contact_upload_progress,
@@ -104,11 +107,41 @@ class ContactFileUploadHandler(FileUploadHandler):
             self.stored_path.unlink(missing_ok=True)
 
 
+def _country_name(region: str) -> str:
+    example = phonenumbers.example_number(region)
+    name = geocoder.country_name_for_number(example, "en") if example is not None else ""
+    return name or region
+
+
+@functools.cache
 def _region_choices() -> list[tuple[str, str]]:
-    regions = sorted(phonenumbers.SUPPORTED_REGIONS)
+    """Countries by name ("Brazil (BR, +55)"), in alphabetical order of the name; the
+    browser's type-ahead on a select finds one by its first letters. Built once per
+    process (naming 245 regions takes a quarter of a second)."""
+    named = sorted(
+        (
+            _country_name(r),
+            r,
+            phonenumbers.country_code_for_region(r),
+        )
+        for r in phonenumbers.SUPPORTED_REGIONS
+    )
     return [("", "— none: every number has its +country code —")] + [
-        (r, f"{r} (+{phonenumbers.country_code_for_region(r)})") for r in regions
+        (region, f"{name} ({region}, +{code})") for name, region, code in named
     ]
+
+
+# What a person calls the encodings a file is read in.
+ENCODING_LABELS = {
+    "utf-8-sig": "UTF-8",
+    "utf-8": "UTF-8",
+    "cp1252": "Windows (Excel, Western European)",
+    "latin-1": "Latin-1 (ISO 8859-1)",
+}
+
+
+def encoding_label(encoding: str) -> str:
+    return ENCODING_LABELS.get(encoding.lower(), encoding) if encoding else ""
 
 
 class MappingForm(forms.Form):
@@ -177,9 +210,37 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = {**(extra_context or {}), "can_upload": can_upload(request)}
+        return super().changelist_view(request, extra)
+
+    def start_view(self, request: HttpRequest) -> HttpResponse:
+        """Upload contacts in one place: into a list chosen here, or a new one named here;
+        then the file page of that list."""
+        if not can_upload(request):
+            raise PermissionDenied
+        form = UploadStartForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            chosen = form.cleaned_data["contact_list"]
+            if chosen is None:
+                if not request.user.has_perm("campaigns.add_contactlist"):
+                    raise PermissionDenied
+                chosen = contact_list_create(name=form.cleaned_data["new_list"])
+            return redirect("admin:campaigns_contactlist_upload", object_id=chosen.pk)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Upload contacts",
+            "form": form,
+        }
+        return TemplateResponse(request, "admin/campaigns/contactupload/start.html", context)
+
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view
         return [
+            path("start/", view(self.start_view), name="campaigns_contactupload_start"),
             path("<int:upload_id>/map/", view(self.map_view), name="campaigns_contactupload_map"),
             path(
                 "<int:upload_id>/progress/",
@@ -223,6 +284,7 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
             # 100,000 rather than 100000: read at a glance.
             "counts": {k: f"{v:,}" for k, v in result.items() if isinstance(v, int)},
             "rejections": result.get("rejections", [])[:LISTED_REJECTIONS],
+            "repeats": result.get("repeats", [])[:LISTED_REJECTIONS],
             "has_rejects_file": contact_upload_rejects_path(upload=upload) is not None,
             "can_remap": upload.status == ContactUploadStatus.FAILED and can_upload(request),
             "list_url": reverse(
@@ -287,6 +349,7 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
             "title": f"Choose the columns of {upload.original_name}",
             "upload": upload,
             "preview": preview,
+            "encoding_label": encoding_label(getattr(preview, "encoding", "") or ""),
             "form": form,
             "list_url": reverse(
                 "admin:campaigns_contactlist_change", args=[upload.contact_list_id]
@@ -305,6 +368,32 @@ def _form_errors(form: forms.Form, exc: ValidationError) -> None:
 
 def can_upload(request: HttpRequest) -> bool:
     return bool(request.user.has_perm("campaigns.add_contactupload"))
+
+
+class UploadStartForm(forms.Form):
+    contact_list = forms.ModelChoiceField(
+        queryset=ContactList.objects.order_by("name"),
+        required=False,
+        label="Into the list",
+        empty_label="— a new list —",
+    )
+    new_list = forms.CharField(
+        required=False,
+        max_length=200,
+        label="New list's name",
+        help_text="Only when you add a new list.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        name = (cleaned.get("new_list") or "").strip()
+        if cleaned.get("contact_list") is None:
+            if not name:
+                self.add_error("new_list", "Choose a list or name a new one.")
+            elif ContactList.objects.filter(name=name).exists():
+                self.add_error("new_list", f"There is a list called {name!r}: choose it above.")
+        cleaned["new_list"] = name
+        return cleaned
 
 
 class UploadForm(forms.Form):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin, messages
@@ -10,6 +11,7 @@ from django.http import HttpRequest
 
 from webhooks.models import AsyncError, InboundMessage, UnmatchedStatus, WebhookEvent
 from webhooks.services import events_requeue
+from whatsblast.admin.tables import json_table
 
 
 class ReadOnlyAdmin(admin.ModelAdmin[Any]):
@@ -32,11 +34,18 @@ class WebhookEventAdmin(ReadOnlyAdmin):
     list_filter = ("status",)
     search_fields = ("body_sha256",)
     ordering = ("-received_at",)
-    readonly_fields = ("body_text",)
+    readonly_fields = ("body_table", "body_text")
     exclude = ("body",)
     actions = ("requeue",)
 
-    @admin.display(description="body")
+    @admin.display(description="what Meta sent")
+    def body_table(self, obj: WebhookEvent) -> str:
+        try:
+            return json_table(json.loads(bytes(obj.body)))
+        except ValueError:
+            return "Not JSON: see the raw body below."
+
+    @admin.display(description="raw body (as received, for signatures)")
     def body_text(self, obj: WebhookEvent) -> str:
         return bytes(obj.body).decode("utf-8", "replace")
 
@@ -57,6 +66,12 @@ class UnmatchedStatusAdmin(ReadOnlyAdmin):
     list_filter = ("status", ("reported_at", admin.EmptyFieldListFilter))
     search_fields = ("wamid", "callback_data")
     ordering = ("-first_seen_at",)
+    exclude = ("payload",)
+    readonly_fields = ("payload_table",)
+
+    @admin.display(description="status callback")
+    def payload_table(self, obj: UnmatchedStatus) -> str:
+        return json_table(obj.payload)
 
 
 @admin.register(InboundMessage)

@@ -155,6 +155,17 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(payload, ensure_ascii=False, default=str)
 
 
+class ForbiddenWithoutTracebackFilter(logging.Filter):
+    """A refused request (403) is one warning line, not a traceback: the refusal is the
+    permission system doing its job, and its stack says nothing an operator can use."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "status_code", None) == 403:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
 def logging_config(*, log_format: str, level: str) -> dict[str, Any]:
     """Django's ``LOGGING``: everything through one scrubbed console handler on the root.
 
@@ -176,6 +187,7 @@ def logging_config(*, log_format: str, level: str) -> dict[str, Any]:
         "filters": {
             "mask_phones": {"()": "whatsblast.core.logging.PhoneMaskFilter"},
             "redact_secrets": {"()": "whatsblast.core.logging.SecretRedactFilter"},
+            "forbidden_quiet": {"()": "whatsblast.core.logging.ForbiddenWithoutTracebackFilter"},
         },
         "formatters": {
             "json": {"()": "whatsblast.core.logging.JsonFormatter"},
@@ -191,6 +203,12 @@ def logging_config(*, log_format: str, level: str) -> dict[str, Any]:
         "loggers": {
             "django": {"handlers": [], "level": level, "propagate": True},
             "django.server": {"handlers": [], "level": level, "propagate": True},
+            "django.request": {
+                "handlers": [],
+                "level": level,
+                "propagate": True,
+                "filters": ["forbidden_quiet"],
+            },
         },
         "root": {"handlers": ["console"], "level": level},
     }

@@ -106,7 +106,7 @@ def test_a_marketer_uploads_a_large_list_and_reads_the_rejected_rows(
     with page.expect_download() as download:
         page.click("#download-rejects")
     rows = list(csv.reader(Path(download.value.path()).open(encoding="utf-8")))
-    assert rows[0] == ["line", "value", "reason"] and len(rows) == len(BAD) + 1
+    assert rows[0][:3] == ["line", "value", "reason"] and len(rows) == len(BAD) + 1
     assert rows[2][1].startswith("'=HYPERLINK")
 
     upload = ContactUpload.objects.get()

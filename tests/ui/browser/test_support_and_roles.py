@@ -84,8 +84,8 @@ def test_a_support_agent_requeues_dead_letters_and_they_are_sent(
         page.reload()
         assert page.inner_text("#message-status") == "Sent"
 
-        # The rest in bulk: tick everything, confirm with a note.
-        page.goto(f"{live_server.url}/admin/delivery/deadletter/")
+        # The rest in bulk: tick everything (all statuses), confirm with a note.
+        page.goto(f"{live_server.url}/admin/delivery/deadletter/?status__exact=all")
         page.check("#action-toggle")
         page.select_option("select[name=action]", "requeue_selected")
         page.click("button[name=index]")

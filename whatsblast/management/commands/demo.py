@@ -10,6 +10,7 @@ Ctrl-C.
 from __future__ import annotations
 
 import csv
+import json
 import secrets
 import signal
 import sys
@@ -27,13 +28,20 @@ from campaigns.audience.importing import contacts_import
 from campaigns.drafts import campaign_create
 from campaigns.models import BusinessAccount, Campaign, PhoneNumber, Template
 from delivery.campaigns.launch import campaign_start
-from delivery.campaigns.progress import campaign_progress
+from delivery.campaigns.progress import campaign_progress, outcome_counts, recent_rate
+from whatsblast.auth.roles import MARKETING, SUPPORT, role_grant, roles_sync
 from whatsblast.core.processes import ProcessGroup, port_is_free, service_environment, wait_for_http
 
 DEMO_NUMBER_ID = "100000000000001"
 DEMO_TOKEN = "demo-access-token"  # noqa: S105 - the simulator's token, not a real one
 DEMO_TEMPLATE = "spring_sale"
 DEMO_LIST = "demo customers"
+# A few recipients Meta "refuses" so the support pages have something to show: the first
+# kind fails at once (not a WhatsApp user), the second keeps erroring until its retries run
+# out and becomes a dead letter.
+DEMO_UNDELIVERABLE = (7, 301, 1502, 4003)  # 131026 Message undeliverable
+DEMO_DEAD = (11, 911, 2024)  # 131000 Something went wrong: retried, then dead-lettered
+DEMO_ROLE_USERS = (("marketer", MARKETING), ("support", SUPPORT))
 
 
 class Command(BaseCommand):
@@ -57,6 +65,7 @@ class Command(BaseCommand):
                 raise CommandError(f"port {port} is in use; stop what runs there or pass --port")
         call_command("migrate", verbosity=0)
         password = self._admin_user()
+        role_passwords = self._role_users()
         secret = settings.WHATSAPP_APP_SECRET or secrets.token_hex(16)
         verify = settings.WHATSAPP_VERIFY_TOKEN or secrets.token_hex(8)
         web = f"http://127.0.0.1:{options['port']}"
@@ -75,7 +84,11 @@ class Command(BaseCommand):
             campaign_id = self._prepare(options, sim)
             self.stdout.write(
                 f"\nAdmin: {web}/admin/  user: demo  password: {password}\n"
-                f"Simulator: {sim}/_sim/stats   logs: {group.log_dir}\n"
+                + "".join(
+                    f"       as {role}: user {username}  password {role_passwords[username]}\n"
+                    for username, role in DEMO_ROLE_USERS
+                )
+                + f"Simulator: {sim}/_sim/stats   logs: {group.log_dir}\n"
             )
             self._follow(campaign_id, group, stop)
             if options["exit_when_done"]:
@@ -97,6 +110,19 @@ class Command(BaseCommand):
         user.save()
         return password
 
+    def _role_users(self) -> dict[str, str]:
+        """A marketer and a support agent, to see the admin as they do (not as superuser)."""
+        roles_sync()
+        user_model = get_user_model()
+        passwords = {}
+        for username, role in DEMO_ROLE_USERS:
+            user, _ = user_model.objects.get_or_create(username=username)
+            passwords[username] = secrets.token_urlsafe(9)
+            user.set_password(passwords[username])
+            user.save()
+            role_grant(username=username, role=role)
+        return passwords
+
     def _start(
         self, group: ProcessGroup, options: dict[str, Any], web: str, sim: str, secret: str
     ) -> None:
@@ -112,6 +138,7 @@ class Command(BaseCommand):
             "--callback-url", f"{web}/webhooks/whatsapp",
             "--app-secret", secret,
             "--webhook-batch-size", "50",
+            "--config", str(self._sim_config(group.log_dir, options["contacts"])),
         )  # fmt: skip
         group.start(
             "web",
@@ -132,6 +159,15 @@ class Command(BaseCommand):
         wait_for_http(f"{sim}/_sim/stats")
         wait_for_http(f"{web}/healthz")
         group.check()
+
+    @staticmethod
+    def _sim_config(directory: Path, contacts: int) -> Path:
+        fails = {_demo_phone(i): 131026 for i in DEMO_UNDELIVERABLE if i < contacts}
+        fails |= {_demo_phone(i): 131000 for i in DEMO_DEAD if i < contacts}
+        path = directory / "simulator-demo.json"
+        directory.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"config": {"fail_recipients": fails}}))
+        return path
 
     def _prepare(self, options: dict[str, Any], sim: str) -> int:
         account, _ = BusinessAccount.objects.update_or_create(
@@ -168,8 +204,11 @@ class Command(BaseCommand):
             phone_number_id=DEMO_NUMBER_ID,
             template_name=DEMO_TEMPLATE,
             list_names=[DEMO_LIST],
-            param_mapping={"body": {"1": {"field": "name"}}},
+            param_mapping={"body": {"1": {"field": "name", "fallback": "there"}}},
         )
+        # Few tries, so the demo's dead letters appear within its first minute.
+        Campaign.objects.filter(pk=campaign.pk).update(max_attempts=2)
+        campaign.refresh_from_db()
         summary = campaign_start(campaign=campaign)
         self.stdout.write(
             f"Campaign {campaign.pk} launched: {summary.pending} recipients at "
@@ -182,7 +221,7 @@ class Command(BaseCommand):
             group.check()
             campaign = Campaign.objects.get(pk=campaign_id)
             progress = campaign_progress(campaign=campaign)
-            sys.stdout.write("\r" + _progress_line(progress))
+            sys.stdout.write("\r" + _progress_line(progress, campaign.started_at))
             sys.stdout.flush()
             if progress.status in ("completed", "cancelled"):
                 sys.stdout.write("\n")
@@ -190,18 +229,33 @@ class Command(BaseCommand):
             time.sleep(0.5)
 
 
-def _progress_line(progress: Any) -> str:
-    counts = progress.counts
+def _progress_line(progress: Any, started_at: Any = None) -> str:
+    """The terminal bar, in the words of the admin's pages. The rate is over the last
+    minute or since the start when shorter, as on the campaign page, so the first seconds
+    show the real pace instead of a minute's average climbing from zero."""
+    figures = outcome_counts(counts=progress.counts)
     done = progress.total - progress.remaining
     width = 30
     filled = int(width * done / progress.total) if progress.total else width
-    eta = f"{progress.eta_seconds:.0f}s" if progress.eta_seconds is not None else "?"
+    rate, _ = recent_rate(
+        started_at=started_at, sent_last_minute=progress.sent_last_minute, now=progress.measured_at
+    )
+    if not progress.remaining:
+        eta = "done"
+    elif rate:
+        eta = f"{progress.remaining / rate:.0f}s"
+    else:
+        eta = "?"
     return (
         f"[{'#' * filled}{'.' * (width - filled)}] {done}/{progress.total}  "
-        f"sent {counts.get('sent', 0)} delivered {counts.get('delivered', 0)} "
-        f"read {counts.get('read', 0)} failed {counts.get('failed', 0) + counts.get('dead', 0)}  "
-        f"{progress.rate_per_second:.0f} msg/s  ETA {eta}  ({progress.status})   "
+        f"sent {figures['sent']} delivered {figures['delivered']} "
+        f"read {figures['read']} failed {figures['failed']}  "
+        f"{rate:.0f} msg/s  ETA {eta}  ({progress.status})   "
     )
+
+
+def _demo_phone(index: int) -> str:
+    return f"+55119{index:08d}"
 
 
 def _write_contacts(path: Path, count: int) -> None:

@@ -1,0 +1,115 @@
+"""A campaign's figures in the one vocabulary every page uses.
+
+Message outcomes come from ``delivery.campaigns.progress`` (``OUTCOMES``: each word a set
+of statuses, cumulative like a funnel); replies and opt-outs from ``webhooks.selectors``.
+The campaign list, the live page, the report, the Messages filter and the CSV export all
+read them from here, so "delivered" means the same thing on each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from delivery.campaigns.progress import (
+    OUTCOME_LABELS,
+    campaigns_status_counts,
+    outcome_counts,
+)
+from webhooks.selectors import (
+    campaign_replier_counts,
+    message_opted_out_expression,
+    message_replies_expression,
+)
+
+REPLY_LABELS: dict[str, tuple[str, str]] = {
+    "replies": ("Replied", "Recipients who wrote back, each counted once."),
+    "opt_outs": ("Opted out", "Recipients who asked to stop marketing messages in a reply."),
+}
+
+# The order figures are shown in, everywhere.
+FIGURE_ORDER = (
+    "audience",
+    "sent",
+    "delivered",
+    "read",
+    "failed",
+    "replies",
+    "opt_outs",
+    "to_send",
+    "skipped",
+    "cancelled",
+)
+LABELS: dict[str, tuple[str, str]] = {**OUTCOME_LABELS, **REPLY_LABELS}
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    label: str
+    help: str
+    count: int
+    # Share of the stage before: delivered of sent, read of delivered, failed of audience.
+    percent: float | None
+
+    @property
+    def text(self) -> str:
+        return f"{self.count:,}"
+
+    @property
+    def outcome_query(self) -> str:
+        """The Messages filter that lists these messages (after the campaign's filter)."""
+        value = {"audience": "", "replies": "replied", "opt_outs": "opted_out"}.get(
+            self.key, self.key
+        )
+        return f"&outcome={value}" if value else ""
+
+
+def campaigns_figures(*, campaign_ids: list[int]) -> dict[int, dict[str, int]]:
+    """{campaign id: {figure: count}} for several campaigns: two grouped queries."""
+    statuses = campaigns_status_counts(campaign_ids=campaign_ids)
+    replies = campaign_replier_counts(campaign_ids=campaign_ids)
+    result: dict[int, dict[str, int]] = {}
+    for pk in campaign_ids:
+        figures = outcome_counts(counts=statuses.get(pk, {}))
+        reply = replies.get(pk, {})
+        figures["replies"] = reply.get("replied", 0)
+        figures["opt_outs"] = reply.get("opted_out", 0)
+        result[pk] = figures
+    return result
+
+
+_BASE = {"sent": "audience", "delivered": "sent", "read": "delivered", "failed": "audience"}
+
+
+def figure_rows(figures: dict[str, int], *, keep_zero: bool = False) -> list[Figure]:
+    """The figures in their order, labelled; zero ones of the tail left out unless asked."""
+    rows = []
+    for key in FIGURE_ORDER:
+        count = figures.get(key, 0)
+        if not count and not keep_zero and key in ("to_send", "skipped", "cancelled"):
+            continue
+        base = figures.get(_BASE.get(key, ""), 0)
+        percent = round(100 * count / base, 1) if key in _BASE and base else None
+        label, help_text = LABELS[key]
+        rows.append(Figure(key, label, help_text, count, percent))
+    return rows
+
+
+def campaign_figures(*, campaign_id: int, status_counts: dict[str, int]) -> dict[str, int]:
+    """One campaign's figures from per-status counts already read (the live page)."""
+    reply = campaign_replier_counts(campaign_ids=[campaign_id]).get(campaign_id, {})
+    return {
+        **outcome_counts(counts=status_counts),
+        "replies": reply.get("replied", 0),
+        "opt_outs": reply.get("opted_out", 0),
+    }
+
+
+def figures_as_dicts(figures: dict[str, int]) -> list[dict[str, Any]]:
+    return [row.__dict__ for row in figure_rows(figures)]
+
+
+def export_extra_columns() -> dict[str, Any]:
+    """The export's columns other apps know of: each recipient's replies and opt-out."""
+    return {"replies": message_replies_expression(), "opted_out": message_opted_out_expression()}
