@@ -83,6 +83,21 @@ class MessageUpdate:
     conversation_id: str | None
     pricing_category: str | None
     billable: bool | None
+    pricing_model: str | None = None
+    pricing_type: str | None = None
+
+
+@dataclass(frozen=True)
+class NewlyFailed:
+    """A message a failed status callback has just moved to ``failed`` (for its effects)."""
+
+    message_id: int
+    contact_id: int | None
+    campaign_id: int | None
+    template_id: int | None
+    phone_number_id: int
+    error_code: int | None
+    error_title: str
 
 
 def _claimed(rows: list[tuple[Any, ...]]) -> list[ClaimedMessage]:
@@ -651,13 +666,17 @@ UPDATE delivery_message AS m SET
         ELSE m.error_history END,
     conversation_id = COALESCE(NULLIF(m.conversation_id, ''), u.conversation_id, ''),
     pricing_category = COALESCE(NULLIF(m.pricing_category, ''), u.pricing_category, ''),
-    billable = COALESCE(m.billable, u.billable)
+    billable = COALESCE(m.billable, u.billable),
+    pricing_model = COALESCE(NULLIF(m.pricing_model, ''), u.pricing_model, ''),
+    pricing_type = COALESCE(NULLIF(m.pricing_type, ''), u.pricing_type, '')
 FROM unnest(
     %s::bigint[], %s::text[], %s::text[],
     %s::timestamptz[], %s::timestamptz[], %s::timestamptz[], %s::timestamptz[],
-    %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[], %s::boolean[]
+    %s::integer[], %s::text[], %s::text[], %s::text[], %s::text[], %s::boolean[],
+    %s::text[], %s::text[]
 ) AS u(id, status, wamid, sent_at, delivered_at, read_at, failed_at,
-       error_code, error_title, error_details, conversation_id, pricing_category, billable)
+       error_code, error_title, error_details, conversation_id, pricing_category, billable,
+       pricing_model, pricing_type)
 WHERE m.id = u.id
   AND {_RANK_OLD} IS NOT NULL
   AND (
@@ -669,15 +688,25 @@ WHERE m.id = u.id
       OR (m.conversation_id = '' AND u.conversation_id IS NOT NULL)
       OR (m.pricing_category = '' AND u.pricing_category IS NOT NULL)
       OR (m.billable IS NULL AND u.billable IS NOT NULL)
+      OR (m.pricing_type = '' AND u.pricing_type IS NOT NULL)
   )
+RETURNING m.id, m.contact_id, m.campaign_id, m.template_id, m.phone_number_id,
+          u.status = '{S.FAILED}' AND m.status = '{S.FAILED}' AND m.failed_at = u.failed_at,
+          m.last_error_code, m.last_error_title
 """  # noqa: S608
 
 
-def status_updates_apply(updates: Sequence[MessageUpdate]) -> int:
-    """Apply reduced status callbacks in one statement; return how many rows changed."""
+def status_updates_apply(
+    updates: Sequence[MessageUpdate], *, newly_failed: list[NewlyFailed] | None = None
+) -> int:
+    """Apply reduced status callbacks in one statement; return how many rows changed.
+
+    ``newly_failed`` collects the rows this statement moved to ``failed`` (a re-applied
+    callback changes no row, so its effects are not applied twice).
+    """
     if not updates:
         return 0
-    columns: list[list[object]] = [[] for _ in range(13)]
+    columns: list[list[object]] = [[] for _ in range(15)]
     for u in updates:
         values = (
             u.message_id,
@@ -693,7 +722,16 @@ def status_updates_apply(updates: Sequence[MessageUpdate]) -> int:
             u.conversation_id,
             u.pricing_category,
             u.billable,
+            u.pricing_model,
+            u.pricing_type,
         )
         for column, value in zip(columns, values, strict=True):
             column.append(value)
-    return _run(_STATUS_UPDATE_SQL, columns)
+    rows = _fetch(_STATUS_UPDATE_SQL, columns)
+    if newly_failed is not None:
+        newly_failed.extend(
+            NewlyFailed(row[0], row[1], row[2], row[3], row[4], row[6], row[7])
+            for row in rows
+            if row[5]
+        )
+    return len(rows)

@@ -109,6 +109,8 @@ def _reduce_one(message_id: int, statuses: list[StatusUpdate]) -> MessageUpdate:
         conversation_id=next((s.conversation_id for s in statuses if s.conversation_id), None),
         pricing_category=next((s.pricing_category for s in statuses if s.pricing_category), None),
         billable=next((s.billable for s in statuses if s.billable is not None), None),
+        pricing_model=next((s.pricing_model for s in statuses if s.pricing_model), None),
+        pricing_type=next((s.pricing_type for s in statuses if s.pricing_type), None),
     )
 
 
