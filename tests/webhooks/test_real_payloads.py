@@ -373,6 +373,19 @@ def test_a_value_level_130429_slows_the_number(client: Client, number: PhoneNumb
     assert number.effective_rate is not None and number.effective_rate < 80
 
 
+@pytest.mark.parametrize("code", [131031, 368, 131042])
+def test_a_value_level_account_error_pauses_the_account(
+    client: Client, number: PhoneNumber, code: int
+) -> None:
+    """Row: errors[] 131031 / 368 / 131042 (the 130429 example, code changed)."""
+    campaign = running_campaign(number)
+    payload = real("errors_async/meta_doc_value_errors_130429")
+    values(payload)[0]["errors"][0]["code"] = code
+    deliver(client, payload)
+    campaign.refresh_from_db()
+    assert campaign.status == CampaignStatus.PAUSED and str(code) in campaign.status_reason
+
+
 def test_a_value_level_error_of_another_code_is_recorded_only(
     client: Client, number: PhoneNumber
 ) -> None:
