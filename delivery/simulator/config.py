@@ -143,11 +143,12 @@ class NumberSpec:
     burst: float | None = None  # bucket size; None = one second's worth
     display_phone_number: str = ""
     waba_id: str | None = None
-    # What GET /{phone_number_id} answers (Graph API field names).
+    # What GET /{phone_number_id} answers (Graph API field names); a blank field is left
+    # out of the answer. The throughput level defaults to what the rate is (HIGH: 1,000/s).
     verified_name: str = "Whatsblast Simulator"
     quality_rating: str = "GREEN"
-    messaging_limit_tier: str = "TIER_10K"
-    throughput_level: str = "STANDARD"
+    messaging_limit_tier: str = ""
+    throughput_level: str = ""
     name_status: str = "APPROVED"
 
     @classmethod
@@ -165,17 +166,19 @@ class NumberSpec:
 
     def as_graph(self) -> dict[str, Any]:
         """The number as ``GET /{phone_number_id}`` describes it."""
-        return {
+        level = self.throughput_level or ("HIGH" if self.rate >= 1000 else "STANDARD")
+        data: dict[str, Any] = {
             "id": self.phone_number_id,
             "display_phone_number": self.display_phone_number or self.phone_number_id,
             "verified_name": self.verified_name,
             "quality_rating": self.quality_rating,
             "whatsapp_business_manager_messaging_limit": self.messaging_limit_tier,
-            "throughput": {"level": self.throughput_level},
+            "throughput": {"level": level},
             "name_status": self.name_status,
             "platform_type": "CLOUD_API",
             "status": "CONNECTED",
         }
+        return {k: v for k, v in data.items() if v}
 
 
 @dataclass
@@ -230,6 +233,14 @@ class TemplateSpec:
                 return "text" if _PLACEHOLDER.search(component.get("text", "")) else None
             return fmt
         return None
+
+    def header_placeholder(self) -> str:
+        """A text header's placeholder name ("1" or "order_id"); "" without one."""
+        for component in self.components:
+            if component.get("type", "").upper() == "HEADER":
+                found = _PLACEHOLDER.findall(component.get("text", ""))
+                return str(found[0]) if found else ""
+        return ""
 
     def body_placeholders(self) -> list[str]:
         """Placeholder names in order: ``["1", "2"]`` or ``["first_name"]``."""
