@@ -392,16 +392,19 @@ class Campaign(models.Model):
     canary_state = models.CharField(
         max_length=16, choices=CanaryState.choices, default=CanaryState.NONE, blank=True
     )
-    # The quality guard (delivery.campaigns.guard) over the whole run: over the last
-    # guard_window_minutes, the share of sends answered by an opt-out, a STOP or a
-    # block-like failure; past guard_slow_rate the campaign slows, past guard_pause_rate
-    # it pauses with the reason. Sampled only once guard_min_sample sends are in the window.
+    # The quality guard (delivery.campaigns.guard) over the whole run: over its latest
+    # guard_window_sends sends, the share answered by an opt-out (a STOP, a user_preferences
+    # stop, a 131050) or a block-like failure (131026); past guard_slow_rate the campaign
+    # slows, past guard_pause_rate it pauses with the reason. It judges once
+    # guard_min_sample sends are in the window.
     guard_enabled = models.BooleanField("quality guard", default=True)
-    guard_window_minutes = models.PositiveIntegerField(
-        default=15, validators=[MinValueValidator(1), MaxValueValidator(24 * 60)]
+    guard_window_sends = models.PositiveIntegerField(
+        default=500,
+        validators=[MinValueValidator(10), MaxValueValidator(100_000)],
+        help_text="The latest sends the guard judges.",
     )
     guard_min_sample = models.PositiveIntegerField(
-        default=50, help_text="Sends in the window before the guard judges."
+        default=100, help_text="Sends in the window before the guard judges."
     )
     guard_slow_rate = models.FloatField(
         default=0.02,
@@ -425,9 +428,11 @@ class Campaign(models.Model):
         blank=True,
         help_text="The number's quality rating that pauses the campaign (blank: never).",
     )
-    # Set by the guard: the rate cap in force (null: none) and why.
+    # Set by the guard: the rate cap in force (null: none) and why; it judges sends since
+    # guard_since (a resume or new thresholds start a fresh window).
     guard_rate_cap = models.FloatField(null=True, blank=True)
     guard_reason = models.CharField(max_length=500, blank=True)
+    guard_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
