@@ -230,3 +230,12 @@ def test_after_a_resume_the_guard_judges_only_what_is_sent_from_then() -> None:
     assert guards_run() == {"slowed": [], "eased": [], "paused": []}
     campaign.refresh_from_db()
     assert campaign.status == CampaignStatus.RUNNING
+
+
+def test_the_draft_form_offers_the_thresholds(client: Client) -> None:
+    User.objects.create_superuser("boss", "boss@example.com", "pw")
+    client.login(username="boss", password="pw")
+    html = client.get("/admin/campaigns/campaign/add/").content.decode()
+    assert 'id="wb-guard-settings"' in html
+    for name in ("guard_slow_rate", "guard_pause_rate", "guard_window_sends"):
+        assert f'name="{name}"' in html

@@ -80,6 +80,10 @@ class AccountTaggedSelect(forms.Select):
         return option
 
 
+# The draft form's thresholds (the guard itself is switched off or on from the live page).
+DRAFT_GUARD_SETTINGS = tuple(name for name in GUARD_SETTINGS if name != "guard_enabled")
+
+
 class CampaignForm(forms.ModelForm[Campaign]):
     canary_max_failure_percent = forms.FloatField(
         label="Canary: failures allowed (%)",
@@ -106,7 +110,7 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "max_attempts",
             "ambiguous_policy",
             "canary_size",
-            *GUARD_SETTINGS,
+            *DRAFT_GUARD_SETTINGS,
         )
         widgets = {
             "phone_number": AccountTaggedSelect,
@@ -128,6 +132,8 @@ class CampaignForm(forms.ModelForm[Campaign]):
         template_field.help_text = "Only APPROVED templates can be sent."
         self.fields["lists"].queryset = ContactList.objects.order_by("name")  # type: ignore[attr-defined]
         self.fields["param_mapping"].required = False
+        for name in DRAFT_GUARD_SETTINGS:  # left empty: the model's default
+            self.fields[name].required = False
         self.fields[
             "canary_size"
         ].help_text = (
@@ -149,6 +155,10 @@ class CampaignForm(forms.ModelForm[Campaign]):
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}
+        defaults = {f.name: f for f in Campaign._meta.fields}
+        for name in DRAFT_GUARD_SETTINGS:
+            if cleaned.get(name) in (None, ""):
+                cleaned[name] = defaults[name].get_default()
         template, number = cleaned.get("template"), cleaned.get("phone_number")
         if template is not None and number is not None and template.account_id != number.account_id:
             self.add_error("template", "The template belongs to another WABA than the number.")
@@ -348,7 +358,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "campaign": campaign,
             "preview_url": reverse("admin:campaigns_campaign_preview"),
             "media": self.media + form.media,
-            "guard_fields": GUARD_SETTINGS,
+            "guard_fields": DRAFT_GUARD_SETTINGS,
         }
         return TemplateResponse(request, "admin/campaigns/campaign/campaign_form.html", context)
 
