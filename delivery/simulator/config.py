@@ -48,6 +48,10 @@ class SimConfig:
     username_recipients: list[str] = field(default_factory=list)
     user_delay_ms: float = 80.0
     webhook_user_ids: bool = True
+    # Value-level errors[] (no message named, e.g. an asynchronous 130429), sent after a
+    # share of the accepted sends.
+    value_error_fraction: float = 0.0
+    value_error_code: int = 130429
     # Pair rate limit (131056): per (number, recipient) token bucket.
     pair_limit_enabled: bool = True
     pair_rate_per_s: float = 1 / 6
@@ -111,6 +115,7 @@ class SimConfig:
             "webhook_duplicate_fraction",
             "stop_reply_fraction",
             "preference_stop_fraction",
+            "value_error_fraction",
         ):
             value = getattr(self, name)
             if not 0.0 <= float(value) <= 1.0:

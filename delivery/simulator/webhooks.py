@@ -120,6 +120,10 @@ class WebhookDispatcher:
                 self._later((delay + self.rng.uniform(0, 200)) / 1000.0, message, item)
         if failure_code is None and len(plan) > 1:
             self._user_reacts(message, max(delays))
+        if cfg.value_error_fraction and self.rng.random() < cfg.value_error_fraction:
+            self._later(
+                max(delays) / 1000.0, message, webhook_error(cfg.value_error_code), "errors"
+            )
 
     def _user_reacts(self, message: SentMessage, after_ms: float) -> None:
         """What the user does once the message is delivered: reply, or stop marketing."""
@@ -306,7 +310,7 @@ def _envelope(batch: list[tuple[SentMessage, str, dict[str, Any]]]) -> dict[str,
             }
         value = change["value"]
         value.setdefault(kind, []).append(item)
-        if kind != "statuses":
+        if kind in ("messages", "user_preferences"):
             contact: dict[str, Any] = {"profile": {"name": "Sim User"}}
             if "from" in item or "wa_id" in item:
                 contact["wa_id"] = message.recipient_id

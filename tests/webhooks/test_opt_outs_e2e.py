@@ -23,7 +23,7 @@ from tests.engine_support import campaign_on, number_on, running_simulator, work
 from tests.factories import make_campaign
 from tests.webhooks.support import APP_SECRET
 from webhooks.applier import events_drain
-from webhooks.models import InboundMessage, WebhookEvent
+from webhooks.models import AsyncError, InboundMessage, WebhookEvent
 from whatsblast.tick import maintenance_tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,3 +103,33 @@ def test_every_kind_of_opt_out_holds_for_the_next_campaign(
         new = [r for r in records if r["seq"] > sent_before]
         assert len(new) == RECIPIENTS - 7
         assert not {"+" + r["to"].lstrip("+") for r in new} & stopped
+
+
+@override_settings(CAMPAIGN_JOB_BUDGET_SECONDS=1.0)
+def test_value_level_130429s_from_the_simulator_slow_the_number(live_server: Any) -> None:
+    with running_simulator(
+        callback_url=f"{live_server.url}/webhooks/whatsapp",
+        app_secret=APP_SECRET,
+        read_fraction=0.0,
+        value_error_fraction=0.5,
+        value_error_code=130429,
+        seed=3,
+    ) as sim:
+        number = number_on(sim, rate=100, reserve=0.0)
+        campaign = campaign_on(sim, number, recipients=10)
+        campaign_start(campaign=campaign)
+        work_burst()
+        assert sim.wait_webhooks_idle(timeout=30)
+        events_drain(budget_seconds=30)  # whatever the burst's own applier job left
+    assert AsyncError.objects.filter(code=130429).exists()
+    number.refresh_from_db()
+    assert number.effective_rate is not None and number.effective_rate < 100
+    bodies = [json.loads(bytes(e.body)) for e in WebhookEvent.objects.all()]
+    errors = [
+        err
+        for b in bodies
+        for e in b["entry"]
+        for c in e["changes"]
+        for err in c["value"].get("errors", [])
+    ]
+    assert errors and {err["code"] for err in errors} == {130429}
