@@ -80,9 +80,10 @@ def user_ids_from_statuses(matched: Iterable[tuple[int, StatusUpdate]]) -> int:
     by_message = {mid: s.recipient_user_id for mid, s in matched if s.recipient_user_id}
     if not by_message:
         return 0
-    contacts = Message.objects.filter(pk__in=list(by_message), contact__isnull=False).values_list(
-        "pk", "contact_id"
-    )
+    # Only contacts without one yet: after a message's first status, the rest cost nothing.
+    contacts = Message.objects.filter(
+        pk__in=list(by_message), contact__user_id__isnull=True
+    ).values_list("pk", "contact_id")
     return user_ids_learn(
         by_contact={contact_id: by_message[pk] for pk, contact_id in contacts if contact_id}
     )

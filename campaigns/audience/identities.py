@@ -12,7 +12,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 
 from campaigns.models import Contact
@@ -28,28 +28,33 @@ def contacts_find(*, phones: Iterable[str], user_ids: Iterable[str]) -> list[Con
     return list(Contact.objects.filter(Q(phone__in=phones) | Q(user_id__in=user_ids)))
 
 
+_LEARN_SQL = """
+UPDATE campaigns_contact AS c SET user_id = u.user_id, updated_at = now()
+  FROM unnest(%s::bigint[], %s::text[]) AS u(id, user_id)
+ WHERE c.id = u.id AND c.user_id IS NULL
+   AND NOT EXISTS (SELECT 1 FROM campaigns_contact AS o WHERE o.user_id = u.user_id)
+"""
+
+
 def user_ids_learn(*, by_contact: dict[int, str]) -> int:
     """Record each contact's user id where it has none yet; returns how many were recorded.
 
-    A user id already held by another contact is left there (Meta's word would be needed
-    to move it).
+    One statement for the batch (the applier calls it for every batch of statuses). A user
+    id already held by another contact is left there (Meta's word would be needed to move
+    it); a race with another applier over the same id loses quietly and learns it later.
     """
-    if not by_contact:
-        return 0
-    taken = set(
-        Contact.objects.filter(user_id__in=set(by_contact.values())).values_list(
-            "user_id", flat=True
-        )
-    )
-    learnt = 0
+    pairs: dict[str, int] = {}
     for contact_id, user_id in sorted(by_contact.items()):
-        if user_id in taken:
-            continue
-        learnt += Contact.objects.filter(id=contact_id, user_id__isnull=True).update(
-            user_id=user_id
-        )
-        taken.add(user_id)
-    return learnt
+        pairs.setdefault(user_id, contact_id)  # one contact per user id
+    if not pairs:
+        return 0
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(_LEARN_SQL, [list(pairs.values()), list(pairs)])
+            return int(cursor.rowcount)
+    except IntegrityError:
+        logger.info("user ids not learnt this time: another writer took one")
+        return 0
 
 
 @dataclass(frozen=True)

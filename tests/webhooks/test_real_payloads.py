@@ -221,6 +221,23 @@ def test_a_status_naming_the_user_id_teaches_it_to_the_contact(
     assert contact.user_id == status["recipient_user_id"]
 
 
+def test_a_user_id_held_by_another_contact_is_not_moved(
+    client: Client, number: PhoneNumber
+) -> None:
+    """Row: statuses[] recipient_user_id (already someone's)."""
+    payload = real("statuses/meta_doc_2026_02_bsuid_delivered_with_phone")
+    status = values(payload)[0]["statuses"][0]
+    holder = make_contact(user_id=status["recipient_user_id"])
+    contact = make_contact(phone="+" + status["recipient_id"])
+    make_message(
+        phone_number=number, status="sent", wamid=status["id"], contact=contact, to=contact.phone
+    )
+    deliver(client, payload)
+    contact.refresh_from_db()
+    holder.refresh_from_db()
+    assert contact.user_id is None and holder.user_id == status["recipient_user_id"]
+
+
 def test_a_message_from_phone_and_user_id_ties_them_on_the_contact(
     client: Client, number: PhoneNumber
 ) -> None:
