@@ -20,16 +20,20 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+import redis
+from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, QualityRating
 from campaigns.state import campaigns_pause_for
 from delivery.models import MessageStatus as S
+from whatsblast.core.redis import get_redis
 
 logger = logging.getLogger(__name__)
 
 BLOCK_LIKE_CODES = (131026, 131050)
+_DUE_KEY = "wb:guard:due"
 # Worse first: a pause quality of YELLOW also pauses on RED.
 _QUALITY_ORDER: list[str] = [QualityRating.RED, QualityRating.YELLOW, QualityRating.GREEN]
 
@@ -188,8 +192,19 @@ def guard_summary(*, campaign: Campaign) -> dict[str, object]:
 
 
 def guards_run() -> dict[str, list[int]]:
-    """Judge every running campaign whose guard is on; campaign ids by what was done."""
+    """Judge every running campaign whose guard is on; campaign ids by what was done.
+
+    At most once per ``GUARD_INTERVAL_SECONDS`` whatever the number of tickers (each
+    judgement reads the latest sends of every running campaign).
+    """
     done: dict[str, list[int]] = {"slowed": [], "eased": [], "paused": []}
+    interval = float(settings.GUARD_INTERVAL_SECONDS)
+    if interval > 0:
+        try:
+            if not get_redis().set(_DUE_KEY, 1, nx=True, px=int(interval * 1000)):
+                return done
+        except redis.RedisError:
+            pass  # judge anyway: the guard must not stop for a missing Redis
     running = Campaign.objects.filter(
         status=CampaignStatus.RUNNING, guard_enabled=True
     ).select_related("phone_number")

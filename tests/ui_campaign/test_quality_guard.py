@@ -26,6 +26,11 @@ pytestmark = pytest.mark.django_db(transaction=True)
 APP_SECRET = "guard-test-secret"  # noqa: S105
 
 
+@pytest.fixture(autouse=True)
+def guard_every_tick(settings: Any) -> None:
+    settings.GUARD_INTERVAL_SECONDS = 0
+
+
 class _NoContinuation:
     """``dispatch`` for the in-place sender, minus its continuation: one burst is one
     second of sending, and the test's tick kicks the next."""
@@ -239,3 +244,19 @@ def test_the_draft_form_offers_the_thresholds(client: Client) -> None:
     assert 'id="wb-guard-settings"' in html
     for name in ("guard_slow_rate", "guard_pause_rate", "guard_window_sends"):
         assert f'name="{name}"' in html
+
+
+def test_the_guard_judges_at_most_once_per_interval(settings: Any) -> None:
+    from delivery.campaigns.guard import guards_run
+    from tests.factories import make_campaign
+
+    settings.GUARD_INTERVAL_SECONDS = 60
+    campaign = make_campaign(status=CampaignStatus.RUNNING)
+    campaign.phone_number.quality_rating = "RED"
+    campaign.phone_number.save()
+    Campaign.objects.filter(pk=campaign.pk).update(guard_pause_quality="")
+    assert guards_run()["paused"] == []  # judged: nothing to do
+    Campaign.objects.filter(pk=campaign.pk).update(guard_pause_quality="RED")
+    assert guards_run()["paused"] == []  # within the interval: not judged
+    settings.GUARD_INTERVAL_SECONDS = 0
+    assert guards_run()["paused"] == [campaign.pk]
