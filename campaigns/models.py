@@ -50,6 +50,9 @@ class BusinessAccount(models.Model):
     messaging_limit_tier = models.CharField(
         max_length=32, choices=MessagingLimitTier.choices, default=MessagingLimitTier.TIER_250
     )
+    account_review_status = models.CharField(max_length=32, blank=True)
+    graph_read_at = models.DateTimeField("last read from Meta", null=True, blank=True)
+    graph_error = models.CharField("last read error", max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -99,6 +102,14 @@ class PhoneNumber(models.Model):
     paused_reason = models.CharField(max_length=500, blank=True)
     api_base_url = models.URLField(
         "API base URL", blank=True, help_text="Overrides WHATSAPP_API_BASE_URL for this number."
+    )
+    # Read from the Graph API (delivery.numbers.number_graph_read): never typed by hand.
+    verified_name = models.CharField(max_length=200, blank=True)
+    name_status = models.CharField(max_length=32, blank=True)
+    throughput_level = models.CharField(max_length=32, blank=True)
+    graph_read_at = models.DateTimeField("last read from Meta", null=True, blank=True)
+    graph_error = models.CharField(
+        "last read error", max_length=500, blank=True, help_text="Empty: the token works."
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -165,6 +176,11 @@ class Template(models.Model):
         max_length=32, choices=TemplateStatus.choices, default=TemplateStatus.APPROVED
     )
     status_reason = models.CharField(max_length=500, blank=True)
+    # From Meta's listing and template callbacks.
+    parameter_format = models.CharField(max_length=16, blank=True)  # POSITIONAL | NAMED
+    rejected_reason = models.CharField(max_length=200, blank=True)
+    quality_score = models.CharField(max_length=16, blank=True)  # GREEN | YELLOW | RED | UNKNOWN
+    previous_category = models.CharField(max_length=32, blank=True)
     body_text = models.TextField(blank=True)
     # Positional templates ({{1}}, {{2}}) use the count; named ones list their names.
     body_param_count = models.PositiveSmallIntegerField(default=0)
@@ -227,9 +243,18 @@ class ContactList(models.Model):
 
 
 class Contact(models.Model):
-    """A person, identified by their phone number in E.164 form."""
+    """A person, identified by their phone number in E.164 form and, once Meta gives it,
+    their business-scoped user id (BSUID): replies and opt-outs match either."""
 
     phone = models.CharField(max_length=20, unique=True, help_text="E.164, e.g. +5511999990000")
+    user_id = models.CharField(
+        "WhatsApp user id",
+        max_length=140,
+        null=True,
+        blank=True,
+        unique=True,
+        help_text="Business-scoped user id (e.g. US.13491208655302741918), learnt from Meta.",
+    )
     name = models.CharField(max_length=200, blank=True)
     attributes = models.JSONField(default=dict, blank=True)
     opted_in_at = models.DateTimeField(null=True, blank=True)
@@ -367,6 +392,47 @@ class Campaign(models.Model):
     canary_state = models.CharField(
         max_length=16, choices=CanaryState.choices, default=CanaryState.NONE, blank=True
     )
+    # The quality guard (delivery.campaigns.guard) over the whole run: over its latest
+    # guard_window_sends sends, the share answered by an opt-out (a STOP, a user_preferences
+    # stop, a 131050) or a block-like failure (131026); past guard_slow_rate the campaign
+    # slows, past guard_pause_rate it pauses with the reason. It judges once
+    # guard_min_sample sends are in the window.
+    guard_enabled = models.BooleanField("quality guard", default=True)
+    guard_window_sends = models.PositiveIntegerField(
+        default=500,
+        validators=[MinValueValidator(10), MaxValueValidator(100_000)],
+        help_text="The latest sends the guard judges.",
+    )
+    guard_min_sample = models.PositiveIntegerField(
+        default=100, help_text="Sends in the window before the guard judges."
+    )
+    guard_slow_rate = models.FloatField(
+        default=0.02,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Opt-out + block rate (0.02 = 2 %) that slows the campaign.",
+    )
+    guard_pause_rate = models.FloatField(
+        default=0.05,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Opt-out + block rate (0.05 = 5 %) that pauses the campaign.",
+    )
+    guard_slow_per_second = models.FloatField(
+        default=2.0,
+        validators=[MinValueValidator(0.1)],
+        help_text="Sends per second while slowed.",
+    )
+    guard_pause_quality = models.CharField(
+        max_length=16,
+        choices=QualityRating.choices,
+        default=QualityRating.RED,
+        blank=True,
+        help_text="The number's quality rating that pauses the campaign (blank: never).",
+    )
+    # Set by the guard: the rate cap in force (null: none) and why; it judges sends since
+    # guard_since (a resume or new thresholds start a fresh window).
+    guard_rate_cap = models.FloatField(null=True, blank=True)
+    guard_reason = models.CharField(max_length=500, blank=True)
+    guard_since = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -440,3 +506,35 @@ class ContactUpload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.original_name} into {self.contact_list_id}"
+
+
+class PricingCategory(models.TextChoices):
+    MARKETING = "marketing", "Marketing"
+    UTILITY = "utility", "Utility"
+    AUTHENTICATION = "authentication", "Authentication"
+    SERVICE = "service", "Service"
+
+
+class RateCard(models.Model):
+    """What Meta charges per delivered message (per-message pricing) by country and category.
+
+    ``country_prefix`` is the recipient's calling code with the plus ("+55"); the longest
+    prefix wins; "*" is the fallback for countries not listed.
+    """
+
+    country_prefix = models.CharField(max_length=8, help_text='"+55", or "*" for any other')
+    category = models.CharField(max_length=16, choices=PricingCategory.choices)
+    price = models.DecimalField(max_digits=10, decimal_places=5, help_text="Per message")
+    currency = models.CharField(max_length=3, default="USD")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("country_prefix", "category")
+        constraints = [
+            models.UniqueConstraint(
+                fields=("country_prefix", "category"), name="rate_card_unique_rate"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.country_prefix} {self.category}: {self.price} {self.currency}"

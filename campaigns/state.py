@@ -9,6 +9,8 @@ these. Transitions that also move messages (resume, cancel, complete) are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from django.db.models import Q
 
 from campaigns.models import BusinessAccount, Campaign, CampaignStatus, Template
@@ -23,19 +25,22 @@ def campaigns_pause_for(
     reason: str,
     template: Template | None = None,
     account: BusinessAccount | None = None,
+    campaign_ids: Sequence[int] | None = None,
 ) -> int:
-    """Pause every active campaign using ``template`` or sending from ``account``.
+    """Pause every active campaign using ``template``, sending from ``account``, or listed.
 
     Returns how many campaigns were paused. The engine stops claiming for a paused
     campaign at its next batch; rows already claimed finish or are released.
     """
-    if template is None and account is None:
-        raise ValueError("campaigns_pause_for needs a template or an account")
+    if template is None and account is None and not campaign_ids:
+        raise ValueError("campaigns_pause_for needs a template, an account or campaigns")
     scope = Q()
     if template is not None:
         scope |= Q(template=template)
     if account is not None:
         scope |= Q(phone_number__account=account)
+    if campaign_ids:
+        scope |= Q(pk__in=list(campaign_ids))
     return Campaign.objects.filter(scope, status__in=ACTIVE_STATUSES).update(
         status=CampaignStatus.PAUSED, status_reason=reason[:500]
     )

@@ -84,6 +84,21 @@ class MessageUpdate:
     conversation_id: str | None
     pricing_category: str | None
     billable: bool | None
+    pricing_model: str | None = None
+    pricing_type: str | None = None
+
+
+@dataclass(frozen=True)
+class NewlyFailed:
+    """A message a failed status callback has just moved to ``failed`` (for its effects)."""
+
+    message_id: int
+    contact_id: int | None
+    campaign_id: int | None
+    template_id: int | None
+    phone_number_id: int
+    error_code: int | None
+    error_title: str
 
 
 def _claimed(rows: list[tuple[Any, ...]]) -> list[ClaimedMessage]:
@@ -665,13 +680,16 @@ UPDATE delivery_message AS m SET
         ELSE m.error_history END,
     conversation_id = COALESCE(NULLIF(m.conversation_id, ''), u.conversation_id, ''),
     pricing_category = COALESCE(NULLIF(m.pricing_category, ''), u.pricing_category, ''),
-    billable = COALESCE(m.billable, u.billable)
+    billable = COALESCE(m.billable, u.billable),
+    pricing_model = COALESCE(NULLIF(m.pricing_model, ''), u.pricing_model, ''),
+    pricing_type = COALESCE(NULLIF(m.pricing_type, ''), u.pricing_type, '')
 FROM (
     SELECT (r->>0)::bigint AS id, r->>1 AS status, r->>2 AS wamid,
            (r->>3)::timestamptz AS sent_at, (r->>4)::timestamptz AS delivered_at,
            (r->>5)::timestamptz AS read_at, (r->>6)::timestamptz AS failed_at,
            (r->>7)::integer AS error_code, r->>8 AS error_title, r->>9 AS error_details,
-           r->>10 AS conversation_id, r->>11 AS pricing_category, (r->>12)::boolean AS billable
+           r->>10 AS conversation_id, r->>11 AS pricing_category, (r->>12)::boolean AS billable,
+           r->>13 AS pricing_model, r->>14 AS pricing_type
     FROM json_array_elements(%s::json) AS j(r)
 ) AS u
 WHERE m.id = u.id
@@ -685,12 +703,22 @@ WHERE m.id = u.id
       OR (m.conversation_id = '' AND u.conversation_id IS NOT NULL)
       OR (m.pricing_category = '' AND u.pricing_category IS NOT NULL)
       OR (m.billable IS NULL AND u.billable IS NOT NULL)
+      OR (m.pricing_type = '' AND u.pricing_type IS NOT NULL)
   )
+RETURNING m.id, m.contact_id, m.campaign_id, m.template_id, m.phone_number_id,
+          u.status = '{S.FAILED}' AND m.status = '{S.FAILED}' AND m.failed_at = u.failed_at,
+          m.last_error_code, m.last_error_title
 """  # noqa: S608
 
 
-def status_updates_apply(updates: Sequence[MessageUpdate]) -> int:
-    """Apply reduced status callbacks in one statement; return how many rows changed."""
+def status_updates_apply(
+    updates: Sequence[MessageUpdate], *, newly_failed: list[NewlyFailed] | None = None
+) -> int:
+    """Apply reduced status callbacks in one statement; return how many rows changed.
+
+    ``newly_failed`` collects the rows this statement moved to ``failed`` (a re-applied
+    callback changes no row, so its effects are not applied twice).
+    """
     if not updates:
         return 0
     rows = [
@@ -708,7 +736,16 @@ def status_updates_apply(updates: Sequence[MessageUpdate]) -> int:
             u.conversation_id,
             u.pricing_category,
             u.billable,
+            u.pricing_model,
+            u.pricing_type,
         )
         for u in updates
     ]
-    return _run(_STATUS_UPDATE_SQL, [_json_rows(rows)])
+    changed = _fetch(_STATUS_UPDATE_SQL, [_json_rows(rows)])
+    if newly_failed is not None:
+        newly_failed.extend(
+            NewlyFailed(row[0], row[1], row[2], row[3], row[4], row[6], row[7])
+            for row in changed
+            if row[5]
+        )
+    return len(changed)

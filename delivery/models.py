@@ -88,6 +88,10 @@ class Message(models.Model):
     conversation_id = models.CharField(max_length=128, blank=True)
     pricing_category = models.CharField(max_length=32, blank=True)
     billable = models.BooleanField(null=True, blank=True)
+    # Per-message pricing (since July 2025): "PMP", and regular / free_customer_service /
+    # free_entry_point.
+    pricing_model = models.CharField(max_length=16, blank=True, db_default="")
+    pricing_type = models.CharField(max_length=32, blank=True, db_default="")
     # Transactional API sends: which key asked, under which Idempotency-Key, with which body
     # (SHA-256 of its canonical JSON), so a retried request finds its message again.
     # No full index: campaign rows (nearly all of them) leave it NULL; the partial index

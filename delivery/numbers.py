@@ -23,6 +23,7 @@ from delivery.api.errors import ApiProblem
 from delivery.api.keys import api_key_issue
 from delivery.api.services import transactional_message_create
 from delivery.api.validation import message_request_parse, request_sha256
+from delivery.engine import adaptive
 from delivery.engine.pacing import number_bucket
 from delivery.models import ApiKey, Message
 
@@ -83,6 +84,29 @@ def phone_number_resume(*, phone_number: PhoneNumber) -> PhoneNumber:
     phone_number.refresh_from_db()
     logger.info("phone number %s resumed", phone_number.phone_number_id)
     return phone_number
+
+
+def phone_numbers_throttle(*, phone_number_ids: dict[str, bool]) -> int:
+    """Slow the numbers Meta said were sending too fast (after the fact, by callback).
+
+    ``phone_number_ids`` maps Meta's id to whether it was the spam limit (131048) rather
+    than throughput (130429). Returns how many of our numbers were slowed.
+    """
+    numbers = PhoneNumber.objects.filter(phone_number_id__in=list(phone_number_ids))
+    slowed = 0
+    for number in numbers:
+        bucket = number_bucket(number)
+        try:
+            if phone_number_ids[number.phone_number_id]:
+                pause = adaptive.rate_spam_limited(bucket=bucket)
+            else:
+                pause = adaptive.rate_throttled(bucket=bucket)
+        except redis.RedisError as exc:
+            logger.warning("number %s not slowed: %s", number.phone_number_id, exc)
+            continue
+        logger.warning("number %s slowed by callback: paused %.0fs", number.phone_number_id, pause)
+        slowed += 1
+    return slowed
 
 
 def phone_number_test_send(

@@ -19,15 +19,17 @@ from django.conf import settings
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone
 
-from delivery.messages import status_updates_apply
+from delivery.messages import NewlyFailed, status_updates_apply
 from webhooks import metrics
 from webhooks.account_events import account_changes_apply, template_changes_apply
+from webhooks.failures import async_errors_apply, failures_apply
 from webhooks.inbound import inbound_store
 from webhooks.models import AsyncError, UnmatchedStatus, WebhookEvent, WebhookEventStatus
 from webhooks.payloads import ParsedBody, PayloadRejected, StatusUpdate, body_parse, json_clean
 from webhooks.services import applier_debounce_clear, applier_schedule
 from webhooks.statuses import statuses_reduce, statuses_resolve
 from webhooks.unmatched import Retry, unmatched_due_lock, unmatched_settle, unmatched_store
+from webhooks.users import preferences_apply, user_ids_from_inbound, user_ids_from_statuses
 from whatsblast.core.db import bound_cursor
 
 logger = logging.getLogger(__name__)
@@ -57,6 +59,12 @@ class ApplyReport:
     templates_updated: int = 0
     account_changes: int = 0
     campaigns_paused: int = 0
+    preference_opt_outs: int = 0
+    preference_opt_ins: int = 0
+    failure_opt_outs: int = 0
+    numbers_slowed: int = 0
+    numbers_changed: int = 0
+    user_ids_learnt: int = 0
 
     def add(self, other: ApplyReport) -> None:
         for name, value in asdict(other).items():
@@ -160,7 +168,15 @@ def _statuses_apply(
         items.append((replace(status, timestamp=status.timestamp or now), None, retry.row_id))
     report.statuses = sum(1 for _, _, row_id in items if row_id is None)
     resolution = statuses_resolve([status for status, _, _ in items])
-    report.messages_updated = status_updates_apply(statuses_reduce(resolution.matched))
+    failed: list[NewlyFailed] = []
+    report.messages_updated = status_updates_apply(
+        statuses_reduce(resolution.matched), newly_failed=failed
+    )
+    effects = failures_apply(failed=failed, now=now)
+    report.failure_opt_outs = effects.opted_out
+    report.campaigns_paused += effects.campaigns_paused
+    report.numbers_slowed += effects.numbers_slowed
+    report.user_ids_learnt += user_ids_from_statuses(resolution.matched)
     missed = set(resolution.unmatched)
     new_unmatched = [(items[i][0], items[i][1]) for i in missed if items[i][2] is None]
     matched_rows = [row for i, (_, _, row) in enumerate(items) if row and i not in missed]
@@ -180,6 +196,13 @@ def _others_apply(events: list[_Event], now: datetime, report: ApplyReport) -> N
         now=now,
     )
     report.inbound, report.opt_outs = inbound.stored, inbound.opt_outs
+    report.numbers_changed = inbound.numbers_changed
+    report.user_ids_learnt += user_ids_from_inbound([m for _, p in parsed for m in p.inbound])
+    preferences = preferences_apply(
+        preferences=[pref for _, p in parsed for pref in p.preferences], now=now
+    )
+    report.preference_opt_outs = preferences.opted_out
+    report.preference_opt_ins = preferences.opted_in
     errors = [
         AsyncError(
             event_id=e.id,
@@ -198,10 +221,13 @@ def _others_apply(events: list[_Event], now: datetime, report: ApplyReport) -> N
         codes = Counter(error.code for error in errors)
         logger.warning("Meta reported system errors by callback: %s", dict(codes))
     report.async_errors = len(errors)
+    async_effects = async_errors_apply(errors=[item for _, p in parsed for item in p.errors])
+    report.numbers_slowed += async_effects.numbers_slowed
+    report.campaigns_paused += async_effects.campaigns_paused
     templates, paused_t = template_changes_apply([t for _, p in parsed for t in p.templates])
     accounts, paused_a = account_changes_apply([a for _, p in parsed for a in p.accounts])
     report.templates_updated, report.account_changes = templates, accounts
-    report.campaigns_paused = paused_t + paused_a
+    report.campaigns_paused += paused_t + paused_a
 
 
 def _events_finish(events: list[_Event], now: datetime) -> None:

@@ -7,14 +7,14 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import connection
 
-from campaigns.audience.opt_outs import contacts_opt_out
+from campaigns.audience.identities import contact_number_change, contacts_find
 from campaigns.models import Contact, PhoneNumber
-from delivery.messages import campaign_pending_skip_for_contacts
+from delivery.consent import contacts_stop
 from delivery.service_windows import service_windows_record
 from webhooks.models import InboundMessage
 from webhooks.payloads import Inbound, json_clean
@@ -22,6 +22,7 @@ from webhooks.payloads import Inbound, json_clean
 logger = logging.getLogger(__name__)
 
 OPT_OUT_SKIP_REASON = "opted out by reply"
+NUMBER_CHANGED = "user_changed_number"
 # Punctuation around a lone keyword ("Stop!", "¡PARAR!") does not change what it means.
 _EDGE_PUNCTUATION = ".,;:!?¡¿'\"()[]*-_ "
 _SEPARATORS = re.compile(r"[\s_\-]+")
@@ -31,6 +32,7 @@ _SEPARATORS = re.compile(r"[\s_\-]+")
 class InboundReport:
     stored: int
     opt_outs: int
+    numbers_changed: int = 0
 
 
 def keyword_normalise(text: str) -> str:
@@ -74,15 +76,18 @@ def inbound_store(
             phone_number_id__in={m.phone_number_id for m in messages}
         ).values_list("phone_number_id", "id")
     )
-    contacts = {
-        c.phone: c for c in Contact.objects.filter(phone__in={m.from_phone for m in messages})
-    }
-    campaigns = _last_campaigns(c.id for c in contacts.values())
+    found = contacts_find(
+        phones=(m.from_phone for m in messages), user_ids=(m.from_user_id for m in messages)
+    )
+    by_phone = {c.phone: c for c in found}
+    by_user = {c.user_id: c for c in found if c.user_id}
+    campaigns = _last_campaigns(c.id for c in found)
     keywords = opt_out_keywords()
     rows = []
     opting_out: dict[int, datetime] = {}
     for m in messages:
-        contact = contacts.get(m.from_phone)
+        # The phone first; a sender who shares none is found by their user id.
+        contact = by_phone.get(m.from_phone) or by_user.get(m.from_user_id)
         number_id = numbers.get(m.phone_number_id)
         opt_out = is_opt_out(m, keywords)
         if opt_out and contact is not None:
@@ -92,6 +97,7 @@ def inbound_store(
             InboundMessage(
                 wamid=m.wamid,
                 from_phone=m.from_phone,
+                from_user_id=m.from_user_id,
                 type=m.type,
                 text=m.text,
                 button_payload=m.button_payload,
@@ -107,10 +113,30 @@ def inbound_store(
     stored = _insert_new(rows)
     # Each message opens (or extends) the user's customer-service window with that number.
     service_windows_record(
-        [(r.phone_number_id, r.from_phone, r.sent_at) for r in rows if r.phone_number_id]
+        [
+            (r.phone_number_id, r.from_phone, r.sent_at)
+            for r in rows
+            if r.phone_number_id and r.from_phone
+        ]
     )
-    opted = _contacts_opt_out(contacts, opting_out, now)
-    return InboundReport(stored, opted)
+    opted = _contacts_opt_out(found, opting_out, now)
+    changed = _numbers_change(messages)
+    return InboundReport(stored, opted, changed)
+
+
+def _numbers_change(messages: Sequence[Inbound]) -> int:
+    """``system`` ``user_changed_number``: the contact moves to the new number, history and
+    opt-out kept (the row is the same)."""
+    changed = 0
+    for m in sorted(messages, key=lambda m: m.timestamp or datetime.min.replace(tzinfo=UTC)):
+        if m.type == "system" and m.system_type == NUMBER_CHANGED and m.new_phone:
+            old = m.from_phone
+            result = contact_number_change(
+                old_phone=old, new_phone=m.new_phone, user_id=m.from_user_id
+            )
+            changed += int(result.moved)
+            logger.info("%s: %s -> %s: %s", NUMBER_CHANGED, old, m.new_phone, result.reason)
+    return changed
 
 
 def _insert_new(rows: list[InboundMessage]) -> int:
@@ -169,14 +195,14 @@ def _campaign_for(
 
 
 def _contacts_opt_out(
-    contacts: dict[str, Contact], opting_out: dict[int, datetime], now: datetime
+    contacts: Sequence[Contact], opting_out: dict[int, datetime], now: datetime
 ) -> int:
     """Mark contacts opted out and skip their campaign messages still waiting to go.
 
     A stop older than the contact's latest opt-in is history, not a new wish. Transactional
     messages (codes, receipts) are not marketing and still go out.
     """
-    opted_in = {c.id: c.opted_in_at for c in contacts.values()}
+    opted_in = {c.id: c.opted_in_at for c in contacts}
     ids = [
         contact_id
         for contact_id, said_at in opting_out.items()
@@ -184,8 +210,4 @@ def _contacts_opt_out(
     ]
     if not ids:
         return 0
-    opted = contacts_opt_out(contact_ids=ids, at=now)
-    skipped = campaign_pending_skip_for_contacts(contact_ids=ids, reason=OPT_OUT_SKIP_REASON)
-    if opted:
-        logger.info("%s contacts opted out by reply; %s pending messages skipped", opted, skipped)
-    return opted
+    return contacts_stop(contact_ids=ids, at=now, reason=OPT_OUT_SKIP_REASON)

@@ -92,7 +92,12 @@ class InboundMessage(models.Model):
     """A message a WhatsApp user sent to one of the business numbers."""
 
     wamid = models.CharField(max_length=128, unique=True)
-    from_phone = models.CharField(max_length=32, help_text="Sender in E.164 form")
+    from_phone = models.CharField(
+        max_length=32, blank=True, help_text="Sender in E.164 form (blank: no phone shared)"
+    )
+    from_user_id = models.CharField(
+        max_length=140, blank=True, help_text="Sender's business-scoped user id"
+    )
     type = models.CharField(max_length=32)
     text = models.TextField(blank=True, help_text="Text body, or a button's text")
     button_payload = models.CharField(max_length=512, blank=True)
@@ -132,7 +137,7 @@ class InboundMessage(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"inbound {self.type} from {self.from_phone}"
+        return f"inbound {self.type} from {self.from_phone or self.from_user_id}"
 
 
 class AsyncError(models.Model):

@@ -18,7 +18,12 @@ OBJECT_WHATSAPP = "whatsapp_business_account"
 # Our message id rides in ``biz_opaque_callback_data`` (Message.callback_data).
 CALLBACK_RE = re.compile(r"^wb:([1-9][0-9]{0,17})$")
 DIGITS_RE = re.compile(r"-?[0-9]{1,18}")
-SENDER_RE = re.compile(r"\+?([1-9][0-9]{5,17})")
+# Any number of digits: some senders (short codes, test fixtures) have fewer than E.164's
+# seven; such a number matches no contact but its message is kept.
+SENDER_RE = re.compile(r"\+?([1-9][0-9]{0,17})")
+# A business-scoped user id: "US.13491208655302741918", "US.ENT.5678", "user.<64 hex>".
+USER_ID_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}\.[A-Za-z0-9._]{1,120}")
+USER_ID_MAX = 140
 
 # Column sizes the parsed values are stored into.
 WAMID_MAX = 128
@@ -41,6 +46,11 @@ class StatusUpdate:
     conversation_id: str | None = None
     pricing_category: str | None = None
     billable: bool | None = None
+    # Per-message pricing (PMP, July 2025): "regular", "free_customer_service", ...
+    pricing_model: str | None = None
+    pricing_type: str | None = None
+    # The recipient's business-scoped user id, when Meta gives it (2026).
+    recipient_user_id: str = ""
     error_code: int | None = None
     error_title: str = ""
     error_details: str = ""
@@ -49,8 +59,10 @@ class StatusUpdate:
 
 @dataclass(frozen=True)
 class Inbound:
+    """An inbound message; the sender is a phone (E.164), a business-scoped user id, or both."""
+
     wamid: str
-    from_phone: str  # E.164
+    from_phone: str  # E.164, "" when the user shares no phone number
     type: str
     text: str
     button_payload: str
@@ -58,6 +70,23 @@ class Inbound:
     timestamp: datetime | None
     phone_number_id: str
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
+    from_user_id: str = ""
+    # system messages: "user_changed_number" and the user's new number / user id
+    system_type: str = ""
+    new_phone: str = ""
+    new_user_id: str = ""
+
+
+@dataclass(frozen=True)
+class UserPreference:
+    """``user_preferences``: the user tapped stop (or resume) marketing messages."""
+
+    phone: str  # E.164 or ""
+    user_id: str
+    category: str
+    value: str  # stop | resume | signup | ...
+    timestamp: datetime | None
+    phone_number_id: str
 
 
 @dataclass(frozen=True)
@@ -72,6 +101,8 @@ class AsyncErrorItem:
 
 @dataclass(frozen=True)
 class TemplateStatusChange:
+    """One template callback: its status, category, quality or components changed."""
+
     waba_id: str
     event: str
     template_id: str
@@ -79,6 +110,14 @@ class TemplateStatusChange:
     language: str
     reason: str
     other_title: str
+    kind: str = "status"  # status | category | quality | components
+    new_category: str = ""
+    previous_category: str = ""
+    correct_category: str = ""  # a recategorisation announced, not yet done
+    new_quality: str = ""
+    previous_quality: str = ""
+    body_text: str = ""  # components: message_template_element
+    rejection_detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,6 +139,7 @@ class ParsedBody:
     statuses: list[StatusUpdate] = field(default_factory=list)
     inbound: list[Inbound] = field(default_factory=list)
     errors: list[AsyncErrorItem] = field(default_factory=list)
+    preferences: list[UserPreference] = field(default_factory=list)
     templates: list[TemplateStatusChange] = field(default_factory=list)
     accounts: list[AccountChange] = field(default_factory=list)
     # Everything seen, for the event's summary: "statuses.sent", "field.account_alerts", ...
@@ -113,7 +153,9 @@ def envelope_check(data: Any) -> str | None:
     """Why ``data`` is not a callback body Meta would send, or ``None`` when it is."""
     if not isinstance(data, dict):
         return f"body is a JSON {type(data).__name__}, not an object"
-    if data.get("object") != OBJECT_WHATSAPP:
+    # Some of Meta's own account_update examples leave ``object`` out; another object is
+    # another product's callback.
+    if data.get("object", OBJECT_WHATSAPP) != OBJECT_WHATSAPP:
         return f"object is {str(data.get('object'))[:64]!r}, not {OBJECT_WHATSAPP!r}"
     if not isinstance(data.get("entry"), list):
         return "entry is not a list"
@@ -139,12 +181,31 @@ def body_parse(data: Any) -> ParsedBody:
     return parsed
 
 
+TEMPLATE_FIELDS = {
+    "message_template_status_update": "status",
+    "template_category_update": "category",
+    "message_template_quality_update": "quality",
+    "message_template_components_update": "components",
+}
+
+
 def _change_parse(parsed: ParsedBody, waba_id: str, name: str, value: dict[str, Any]) -> None:
     if name == "messages":
         _messages_value_parse(parsed, value)
-    elif name == "message_template_status_update":
-        parsed.templates.append(_template_change(waba_id, value))
-        parsed.counts["templates"] += 1
+        # Meta's own examples batch user_preferences into a messages change, too.
+        _preferences_parse(parsed, value)
+    elif name == "user_preferences":
+        _preferences_parse(parsed, value)
+    elif name in TEMPLATE_FIELDS:
+        kind = TEMPLATE_FIELDS[name]
+        # Meta's quality example is labelled message_template_status_update: the value's
+        # keys say what it is.
+        if "new_quality_score" in value:
+            kind = "quality"
+        elif "new_category" in value and "event" not in value:
+            kind = "category"
+        parsed.templates.append(_template_change(waba_id, value, kind))
+        parsed.counts[f"templates.{kind}"] += 1
     elif name in ("phone_number_quality_update", "business_capability_update", "account_update"):
         parsed.accounts.append(_account_change(name, waba_id, value))
         parsed.counts[f"field.{name}"] += 1
@@ -177,6 +238,41 @@ def _messages_value_parse(parsed: ParsedBody, value: dict[str, Any]) -> None:
         parsed.counts["errors"] += 1
 
 
+def _preferences_parse(parsed: ParsedBody, value: dict[str, Any]) -> None:
+    phone_number_id = _text(_dict(value.get("metadata")).get("phone_number_id"), 64)
+    for item in _items(value, "user_preferences", parsed):
+        phone = _phone(item.get("wa_id"))
+        user_id = _user_id(item.get("user_id"))
+        choice = _text(item.get("value"), 32).lower()
+        if not (phone or user_id) or not choice:
+            parsed.counts["malformed.user_preferences"] += 1
+            continue
+        parsed.preferences.append(
+            UserPreference(
+                phone=phone,
+                user_id=user_id,
+                category=_text(item.get("category"), 64).lower(),
+                value=choice,
+                timestamp=epoch_parse(item.get("timestamp")),
+                phone_number_id=phone_number_id,
+            )
+        )
+        parsed.counts[f"user_preferences.{choice}"] += 1
+
+
+def _phone(value: Any) -> str:
+    """``"16505551234"`` / ``"+1650…"`` as E.164; ``""`` for anything else (BSUIDs, blanks)."""
+    match = SENDER_RE.fullmatch(value.strip()) if isinstance(value, str) else None
+    return "+" + match.group(1) if match else ""
+
+
+def _user_id(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    value = value.strip()
+    return value if len(value) <= USER_ID_MAX and USER_ID_RE.fullmatch(value) else ""
+
+
 def _items(value: dict[str, Any], key: str, parsed: ParsedBody) -> list[dict[str, Any]]:
     items = value.get(key)
     if items is None:
@@ -201,6 +297,9 @@ def status_parse(item: dict[str, Any], *, phone_number_id: str) -> StatusUpdate 
     conversation = _dict(item.get("conversation"))
     pricing = _dict(item.get("pricing"))
     billable = pricing.get("billable")
+    recipient_user_id = _user_id(item.get("recipient_user_id")) or _user_id(
+        item.get("recipient_id")
+    )
     code = title = details = None
     if status == "failed":
         errors = item.get("errors")
@@ -217,6 +316,9 @@ def status_parse(item: dict[str, Any], *, phone_number_id: str) -> StatusUpdate 
         conversation_id=_text(conversation.get("id"), 128) or None,
         pricing_category=_text(pricing.get("category"), 32) or None,
         billable=billable if isinstance(billable, bool) else None,
+        pricing_model=_text(pricing.get("pricing_model"), 16).upper() or None,
+        pricing_type=_text(pricing.get("type"), 32).lower() or None,
+        recipient_user_id=recipient_user_id,
         error_code=code,
         error_title=title or "",
         error_details=details or "",
@@ -227,27 +329,45 @@ def status_parse(item: dict[str, Any], *, phone_number_id: str) -> StatusUpdate 
 def _inbound_parse(
     item: dict[str, Any], phone_number_id: str, profiles: dict[str, str]
 ) -> Inbound | None:
+    """One ``messages[]`` item; ``None`` without a wamid or any sender at all.
+
+    The sender is ``from`` (a phone number, or in some payloads a user id), ``from_user_id``
+    (a business-scoped user id, 2026), or both; a blank ``from`` means no phone was shared.
+    """
     wamid = item.get("id")
-    sender = item.get("from")
     if not _is_wamid(wamid):
         return None
-    sender_match = SENDER_RE.fullmatch(sender) if isinstance(sender, str) else None
-    if sender_match is None:
+    sender = item.get("from")
+    phone = _phone(sender)
+    user_id = _user_id(item.get("from_user_id")) or ("" if phone else _user_id(sender))
+    if not phone and not user_id:
         return None
-    digits = sender_match.group(1)
-    kind = _text(item.get("type"), 32) or "unknown"
+    kind = _text(item.get("type"), 32) or _kind_guess(item)
     text, payload = _inbound_content(kind, item)
+    system = _dict(item.get("system")) if kind == "system" else {}
     return Inbound(
         wamid=wamid,
-        from_phone="+" + digits,
+        from_phone=phone,
+        from_user_id=user_id,
         type=kind,
         text=text,
         button_payload=payload,
-        profile_name=profiles.get(digits, ""),
+        profile_name=profiles.get(phone[1:], "") or profiles.get(user_id, ""),
         timestamp=epoch_parse(item.get("timestamp")),
         phone_number_id=phone_number_id,
         raw=item,
+        system_type=_text(system.get("type"), 64).lower(),
+        new_phone=_phone(system.get("wa_id")),
+        new_user_id=_user_id(system.get("user_id")),
     )
+
+
+_KNOWN_KINDS = ("text", "image", "video", "audio", "document", "sticker", "location", "reaction")
+
+
+def _kind_guess(item: dict[str, Any]) -> str:
+    """A message without ``type`` (seen in the wild) is named by the object it carries."""
+    return next((kind for kind in _KNOWN_KINDS if isinstance(item.get(kind), dict)), "unknown")
 
 
 def _inbound_content(kind: str, item: dict[str, Any]) -> tuple[str, str]:
@@ -255,7 +375,7 @@ def _inbound_content(kind: str, item: dict[str, Any]) -> tuple[str, str]:
     body = item.get(kind)
     if not isinstance(body, dict):
         return "", ""
-    if kind == "text":
+    if kind in ("text", "system"):
         return _text(body.get("body"), 10_000), ""
     if kind == "button":  # a template's quick-reply button
         return _text(body.get("text"), 1_000), _text(body.get("payload"), 512)
@@ -275,7 +395,10 @@ def _profiles(contacts: Any) -> dict[str, str]:
     names: dict[str, str] = {}
     for contact in contacts:
         if isinstance(contact, dict) and isinstance(contact.get("profile"), dict):
-            names[_text(contact.get("wa_id"), 32)] = _text(contact["profile"].get("name"), 200)
+            name = _text(contact["profile"].get("name"), 200)
+            for key in ("wa_id", "user_id"):
+                if who := _text(contact.get(key), USER_ID_MAX):
+                    names[who] = name
     return names
 
 
@@ -290,7 +413,7 @@ def _error_fields(item: dict[str, Any]) -> tuple[int | None, str, str, str]:
     )
 
 
-def _template_change(waba_id: str, value: dict[str, Any]) -> TemplateStatusChange:
+def _template_change(waba_id: str, value: dict[str, Any], kind: str) -> TemplateStatusChange:
     other = _dict(value.get("other_info"))
     template_id = value.get("message_template_id")
     return TemplateStatusChange(
@@ -301,6 +424,14 @@ def _template_change(waba_id: str, value: dict[str, Any]) -> TemplateStatusChang
         language=_text(value.get("message_template_language"), 16),
         reason=_text(value.get("reason"), 200),
         other_title=_text(other.get("title"), 64),
+        kind=kind,
+        new_category=_text(value.get("new_category"), 32).upper(),
+        previous_category=_text(value.get("previous_category"), 32).upper(),
+        correct_category=_text(value.get("correct_category"), 32).upper(),
+        new_quality=_text(value.get("new_quality_score"), 16).upper(),
+        previous_quality=_text(value.get("previous_quality_score"), 16).upper(),
+        body_text=_text(value.get("message_template_element"), 2_000),
+        rejection_detail=_text(_dict(value.get("rejection_info")).get("reason"), 500),
     )
 
 

@@ -112,6 +112,8 @@ def _reduce_one(message_id: int, statuses: list[StatusUpdate]) -> MessageUpdate:
         conversation_id=next((s.conversation_id for s in statuses if s.conversation_id), None),
         pricing_category=next((s.pricing_category for s in statuses if s.pricing_category), None),
         billable=next((s.billable for s in statuses if s.billable is not None), None),
+        pricing_model=next((s.pricing_model for s in statuses if s.pricing_model), None),
+        pricing_type=next((s.pricing_type for s in statuses if s.pricing_type), None),
     )
 
 
@@ -136,6 +138,8 @@ def _reduce_single(message_id: int, status: StatusUpdate) -> MessageUpdate:
         conversation_id=status.conversation_id or None,
         pricing_category=status.pricing_category or None,
         billable=status.billable,
+        pricing_model=status.pricing_model or None,
+        pricing_type=status.pricing_type or None,
     )
 
 

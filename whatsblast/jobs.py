@@ -15,6 +15,7 @@ from delivery.campaigns.launch_queue import campaign_launch_queued
 from delivery.cloud.template_sync import templates_sync_all
 from delivery.engine.send_service import number_slot_send
 from delivery.engine.transactional import transactional_send
+from delivery.graph_reads import numbers_graph_read_all
 from webhooks.applier import events_drain
 from whatsblast.tick import maintenance_tick
 
@@ -55,6 +56,14 @@ def webhook_apply_job() -> dict[str, int]:
 def template_sync_all_job() -> list[dict[str, Any]]:
     """Sync every account's template catalogue from Meta; one report per account."""
     return [report.as_dict() for report in templates_sync_all()]
+
+
+def graph_read_all_job() -> list[dict[str, Any]]:
+    """Read every number and account from Meta's Graph API."""
+    return [
+        {"phone_number_id": r.phone_number_id, "ok": r.ok, "changed": r.changed, "error": r.error}
+        for r in numbers_graph_read_all()
+    ]
 
 
 def contacts_import_job(upload_id: int) -> dict[str, Any]:

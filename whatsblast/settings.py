@@ -74,6 +74,10 @@ UNKNOWN_SETTLE_SECONDS = env_int("UNKNOWN_SETTLE_SECONDS", 600, minimum=1)
 CAMPAIGN_SLOT_RATE = env_float("CAMPAIGN_SLOT_RATE", 500.0, minimum=1)
 # The template catalogue is synced from Meta at most this often (0: never on its own).
 TEMPLATE_SYNC_INTERVAL_SECONDS = env_int("TEMPLATE_SYNC_INTERVAL_SECONDS", 900, minimum=0)
+# How often the quality guard judges the running campaigns (0: at every tick).
+GUARD_INTERVAL_SECONDS = env_float("GUARD_INTERVAL_SECONDS", 5.0, minimum=0.0)
+# How often every number and account is read from the Graph API (0: never).
+GRAPH_READ_INTERVAL_SECONDS = env_int("GRAPH_READ_INTERVAL_SECONDS", 3600, minimum=0)
 # How long one campaign job sends before handing over to its continuation.
 CAMPAIGN_JOB_BUDGET_SECONDS = env_float("CAMPAIGN_JOB_BUDGET_SECONDS", 20.0, minimum=0.5)
 WEBHOOK_MAX_BODY_BYTES = env_int("WEBHOOK_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)

@@ -2,7 +2,8 @@
 
 Each step finds its work in PostgreSQL, so after a crashed worker or a lost Redis the next
 tick puts everything back in motion: leases expired and ambiguous sends settled, due
-schedules launched, canaries judged and released, running campaigns without a sender
+schedules launched, canaries judged and released, the quality guard's verdicts on running
+campaigns, running campaigns without a sender
 given one, transactional sends re-queued, webhook events a missed enqueue left behind
 applied, launches and uploads whose job was lost queued again, the template catalogue
 synced on its interval.
@@ -14,11 +15,13 @@ from typing import Any
 
 from campaigns.audience.uploads import contact_uploads_requeue_lost
 from delivery.campaigns.canary import canaries_check
+from delivery.campaigns.guard import guards_run
 from delivery.campaigns.launch import schedules_due_queue
 from delivery.campaigns.launch_queue import launches_requeue_lost
 from delivery.cloud.template_sync import template_sync_schedule
 from delivery.engine.dispatch import campaigns_due_kick, transactional_due_requeue
 from delivery.engine.reconcile import reconcile
+from delivery.graph_reads import graph_read_schedule
 from webhooks.applier import events_drain
 
 # The tick must not be held up by a webhook backlog (the applier's own jobs drain that).
@@ -33,6 +36,8 @@ def maintenance_tick() -> dict[str, Any]:
     kicked = campaigns_due_kick()
     requeued = transactional_due_requeue()
     applied = events_drain(budget_seconds=WEBHOOK_SWEEP_BUDGET_S).as_dict()
+    # After the callbacks: the opt-outs and blocks they carried count at once.
+    guarded = guards_run()
     return {
         "leases_expired": report.leases_expired,
         "unknown_resent": report.resent,
@@ -43,8 +48,11 @@ def maintenance_tick() -> dict[str, Any]:
         "slots_started": kicked,
         "transactional_requeued": requeued,
         "webhooks": applied,
+        "guard": guarded,
         "launches_requeued": launches_requeue_lost(),
         "uploads_requeued": contact_uploads_requeue_lost(),
         # The template catalogue, at most once per TEMPLATE_SYNC_INTERVAL_SECONDS.
         "templates_sync_queued": template_sync_schedule(),
+        # Numbers and accounts read from the Graph API, once per GRAPH_READ_INTERVAL_SECONDS.
+        "graph_read_queued": graph_read_schedule(),
     }

@@ -354,6 +354,8 @@ def params_render(template: Template, mapping: dict[str, Any], contact: Contact)
             "type": template.header_format.lower(),
             "value": _source_value(mapping["header"], contact),
         }
+        if name := header_param_name(template):
+            rendered["header"]["name"] = name
     if template.body_param_names:
         rendered["body"] = {key: values[key] for key in keys}
     else:
@@ -397,8 +399,12 @@ def params_sql(
     args: list[Any] = []
     if template.header_takes_param:
         source_sql, source_args = _source_sql(mapping["header"], alias)
-        parts.append(f"'header', jsonb_build_object('type', %s::text, 'value', {source_sql})")
-        args += [template.header_format.lower(), *source_args]
+        name = header_param_name(template)
+        named_sql = ", 'name', %s::text" if name else ""
+        parts.append(
+            f"'header', jsonb_build_object('type', %s::text, 'value', {source_sql}{named_sql})"
+        )
+        args += [template.header_format.lower(), *source_args, *([name] if name else [])]
     body_parts: list[str] = []
     named = bool(template.body_param_names)
     for key in template_body_keys(template):
@@ -515,7 +521,20 @@ def _rendered_header(template: Template, header: Any) -> dict[str, str] | None:
     value = header["value"]
     if kind != "text" and not (value.isdigit() or value.startswith(("https://", "http://"))):
         raise _problem("header", f"A {kind} header takes a link (https://...) or a media id.")
-    return {"type": kind, "value": value}
+    rendered = {"type": kind, "value": value}
+    if name := header_param_name(template):
+        rendered["name"] = name
+    return rendered
+
+
+def header_param_name(template: Template) -> str:
+    """A named text header's placeholder ("{{order_id}}" -> "order_id"); "" otherwise.
+
+    Meta refuses a named header parameter sent without its ``parameter_name``.
+    """
+    if template.header_format != HeaderFormat.TEXT or not template.header_param:
+        return ""
+    return "" if template.header_param.isdigit() else template.header_param
 
 
 def _rendered_button_roles(template: Template) -> dict[int, tuple[str, bool]]:

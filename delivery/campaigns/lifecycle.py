@@ -34,7 +34,10 @@ def campaign_resume(*, campaign: Campaign) -> Campaign:
         else:
             locked.status = CampaignStatus.RUNNING
             locked.status_reason = ""
-            locked.save(update_fields=["status", "status_reason", "updated_at"])
+            # The quality guard judges what is sent from now: the sends that paused it
+            # were seen by the person resuming.
+            locked.guard_since = timezone.now()
+            locked.save(update_fields=["status", "status_reason", "guard_since", "updated_at"])
             queues.after_commit(lambda: _kick(locked.pk), what="campaign senders")
     locked.refresh_from_db()
     return locked

@@ -27,6 +27,7 @@ from campaigns.models import (
     TemplateStatus,
 )
 from campaigns.windows.campaign import campaign_window
+from delivery.campaigns.pricing import CostEstimate, campaign_cost_estimate
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from delivery.engine.reach import reach_from_table, reach_key, reach_used
 from whatsblast.core.redis import get_redis
@@ -68,6 +69,7 @@ class PreflightReport:
     eta_seconds: float | None = None
     window: str = ""
     window_finishes_at: datetime | None = None
+    cost: CostEstimate | None = None  # at the rate card, every message charged
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -138,6 +140,7 @@ class PreflightReport:
             "eta_seconds": self.eta_seconds,
             "eta": self.eta.isoformat() if self.eta else None,
             "window": self.window,
+            "cost": self.cost.as_dict() if self.cost else None,
             "findings": [f.__dict__ for f in self.findings],
         }
 
@@ -164,6 +167,16 @@ def campaign_preflight(*, campaign: Campaign, now: datetime | None = None) -> Pr
     _limit_check(campaign, report)
     _eta_check(campaign, report, now)
     _number_check(campaign, report, now)
+    if list_ids:
+        report.cost = campaign_cost_estimate(campaign=campaign)
+        if report.cost.unpriced:
+            findings.append(
+                Finding(
+                    WARNING,
+                    f"{report.cost.unpriced} recipients have no {report.cost.category} price "
+                    "on the rate card: the estimate leaves them out.",
+                )
+            )
     return report
 
 

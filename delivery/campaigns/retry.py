@@ -32,6 +32,7 @@ from whatsblast.core import queues
 _RETRYABLE_OUTCOMES = (
     Outcome.TRANSIENT,
     Outcome.THROTTLED,
+    Outcome.SPAM_LIMITED,
     Outcome.PAIR_LIMITED,
     Outcome.USER_CAPPED,
 )

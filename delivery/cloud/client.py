@@ -75,7 +75,24 @@ class ApiError:
 SendResult = Accepted | ApiError
 
 # The template catalogue (delivery.cloud.template_sync): what GET message_templates asks for.
-TEMPLATE_FIELDS = "name,language,status,category,components,id"
+TEMPLATE_FIELDS = (
+    "name,language,status,category,components,id,"
+    "parameter_format,rejected_reason,quality_score,previous_category"
+)
+# What GET /{phone_number_id} and GET /{waba_id} are asked for (delivery.numbers).
+NUMBER_FIELDS = (
+    "id,display_phone_number,verified_name,quality_rating,messaging_limit_tier,"
+    "whatsapp_business_manager_messaging_limit,throughput,name_status,status"
+)
+ACCOUNT_FIELDS = "id,name,account_review_status,business_verification_status"
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    """A Graph object as read (a phone number, a WABA)."""
+
+    data: dict[str, Any]
+    latency_s: float
 
 
 @dataclass(frozen=True)
@@ -139,7 +156,10 @@ def _header_parameter(header: dict[str, Any]) -> dict[str, Any]:
     kind = header.get("type", "text")
     value = str(header["value"])
     if kind == "text":
-        return {"type": "text", "text": value}
+        parameter = {"type": "text", "text": value}
+        if header.get("name"):  # a named header placeholder
+            parameter["parameter_name"] = str(header["name"])
+        return parameter
     if kind not in ("image", "video", "document"):
         raise ValueError(f"unsupported header type {kind!r}")
     # An all-digit value is a media id from Meta's upload endpoint; anything else a link.
@@ -260,6 +280,30 @@ def parse_template_page(
         code=None,
         subcode=None,
         title=f"HTTP {status}: not a template listing",
+        details=body[:MAX_ERROR_TEXT].decode("utf-8", "replace"),
+        retry_after_s=None,
+        may_have_reached_meta=True,
+        latency_s=latency_s,
+    )
+
+
+def parse_graph_node(
+    *, status: int, body: bytes, headers: dict[str, str] | Any, latency_s: float
+) -> GraphNode | ApiError:
+    """A Graph object, or the error Graph answered with (never raises)."""
+    data = _json_or_none(body)
+    if 200 <= status < 300 and isinstance(data, dict) and "error" not in data:
+        return GraphNode(data=data, latency_s=latency_s)
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        retry_after = parse_retry_after(headers.get("Retry-After"))
+        return _graph_error(
+            data["error"], status=status, retry_after=retry_after, latency_s=latency_s
+        )
+    return ApiError(
+        http_status=status,
+        code=None,
+        subcode=None,
+        title=f"HTTP {status}: not a Graph object",
         details=body[:MAX_ERROR_TEXT].decode("utf-8", "replace"),
         retry_after_s=None,
         may_have_reached_meta=True,
@@ -450,6 +494,29 @@ class CloudApiClient:
         except requests.RequestException as exc:
             return network_error(exc, latency_s=time.perf_counter() - started)
         return parse_template_page(
+            status=response.status_code,
+            body=body,
+            headers=response.headers,
+            latency_s=time.perf_counter() - started,
+        )
+
+    def get_node(
+        self, *, base_url: str, node_id: str, access_token: Secret | str, fields: str
+    ) -> GraphNode | ApiError:
+        """``GET /{node_id}?fields=…`` (a management call, like the template listing)."""
+        url = f"{base_url.rstrip('/')}/{self.api_version}/{node_id}"
+        started = time.perf_counter()
+        try:
+            response = self.session.get(
+                url,
+                params={"fields": fields},
+                headers={"Authorization": bearer(access_token)},
+                timeout=self.timeout,
+            )
+            body = response.content
+        except requests.RequestException as exc:
+            return network_error(exc, latency_s=time.perf_counter() - started)
+        return parse_graph_node(
             status=response.status_code,
             body=body,
             headers=response.headers,

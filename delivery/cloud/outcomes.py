@@ -17,6 +17,7 @@ from delivery.cloud.client import Accepted, ApiError, SendResult
 class Outcome(StrEnum):
     SENT = "sent"  # accepted by Meta; delivery is reported by webhooks
     THROTTLED = "throttled"  # the number is over its throughput: pause the number
+    SPAM_LIMITED = "spam_limited"  # 131048: the number is restricted; halve and hold its rate
     PAIR_LIMITED = "pair_limited"  # too many to this user: reschedule only this message
     USER_CAPPED = "user_capped"  # per-user marketing cap: not again before 24 h
     OPTED_OUT = "opted_out"  # the user stopped marketing: suppress, never retry
@@ -33,7 +34,6 @@ _PERMANENT = (
     131021,  # recipient cannot be the sender
     130472,  # the user's number is part of an experiment
     130497,  # business may not message users in this recipient's country
-    131030,  # recipient not in the test number's allowed list
     132005,  # hydrated text too long: this recipient's values
     132007,  # format/character policy: this recipient's values
     132008,  # a parameter value is invalid: this recipient's values
@@ -53,6 +53,7 @@ _CAMPAIGN_BROKEN = (
     131005,  # access denied
     131008,  # required parameter missing
     131009,  # parameter value invalid (request shape)
+    131030,  # recipient not in the test number's allowed list: a test number, every send fails
     131031,  # account locked
     131037,  # 555 number without an approved display name
     131042,  # payment / eligibility problem
@@ -91,7 +92,6 @@ _THROTTLED = (
     613,  # generic Graph call rate limit
     80007,  # WABA call limit
     130429,  # per-number throughput
-    131048,  # spam rate limit: the number is restricted; slow down, check quality
     131057,  # account in maintenance mode (throughput upgrade, about a minute)
 )
 
@@ -102,6 +102,7 @@ CODE_OUTCOMES: Mapping[int, Outcome] = MappingProxyType(
         **{code: Outcome.TRANSIENT for code in TRANSIENT_CODES},
         **{code: Outcome.THROTTLED for code in _THROTTLED},
         131056: Outcome.PAIR_LIMITED,
+        131048: Outcome.SPAM_LIMITED,  # spam rate limit: the number is restricted
         131049: Outcome.USER_CAPPED,
         131050: Outcome.OPTED_OUT,
     }

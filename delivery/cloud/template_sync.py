@@ -38,8 +38,12 @@ MAX_PAGES = 100
 _SYNCED_FIELDS = (
     "meta_template_id",
     "category",
+    "previous_category",
     "status",
     "status_reason",
+    "parameter_format",
+    "rejected_reason",
+    "quality_score",
     "body_text",
     "body_param_count",
     "body_param_names",
@@ -239,6 +243,10 @@ def _template_from_graph(
         category=str(item.get("category") or "MARKETING").upper()[:32],
         status=str(item.get("status") or TemplateStatus.PENDING).upper()[:32],
         status_reason="",
+        previous_category=str(item.get("previous_category") or "").upper()[:32],
+        parameter_format=str(item.get("parameter_format") or "").upper()[:16],
+        rejected_reason=_reason(item.get("rejected_reason"))[:200],
+        quality_score=_quality(item.get("quality_score"))[:16],
         body_text=parsed.body_text,
         body_param_count=parsed.body_param_count,
         body_param_names=parsed.body_param_names,
@@ -254,6 +262,19 @@ def _template_from_graph(
         updated_at=now,
     )
     return template, parsed.problems
+
+
+def _reason(value: Any) -> str:
+    """``rejected_reason``: "NONE" when there is none."""
+    text = str(value or "").strip()
+    return "" if text.upper() == "NONE" else text
+
+
+def _quality(value: Any) -> str:
+    """``quality_score``: ``{"score": "GREEN", "date": …}`` (or a bare string)."""
+    if isinstance(value, dict):
+        value = value.get("score")
+    return str(value or "").upper()
 
 
 def _stopped_templates(

@@ -19,6 +19,11 @@ INCREASE_STEP = 0.02  # of the configured rate, per quiet interval
 QUIET_INTERVAL_S = 2
 STREAK_WINDOW_S = 10
 MAX_PAUSE_S = 30.0
+# 131048 (spam rate limit): Meta has restricted the number for its users' reports. Halve
+# the rate, pause a minute, and hold the rate down for five before creeping back.
+SPAM_DECREASE_FACTOR = 0.5
+SPAM_PAUSE_S = 60.0
+SPAM_HOLD_S = 300
 
 
 def _streak_key(phone_number_id: str) -> str:
@@ -44,6 +49,18 @@ def rate_throttled(*, bucket: TokenBucket) -> float:
     bucket.set_adaptive_rate(lowered)
     _mirror(bucket.phone_number_id, lowered)
     return pause_s
+
+
+def rate_spam_limited(*, bucket: TokenBucket) -> float:
+    """131048: pause the number, halve its rate, and keep it down; return the pause."""
+    bucket.pause(SPAM_PAUSE_S)
+    current = bucket.adaptive_rate() or bucket.rate
+    lowered = max(1.0, current * SPAM_DECREASE_FACTOR)
+    bucket.set_adaptive_rate(lowered)
+    _mirror(bucket.phone_number_id, lowered)
+    # The gate the next increase waits for, held for longer than a quiet interval.
+    get_redis().set(_quiet_key(bucket.phone_number_id), 1, ex=SPAM_HOLD_S)
+    return SPAM_PAUSE_S
 
 
 def rate_recovered(*, bucket: TokenBucket) -> None:

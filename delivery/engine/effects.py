@@ -20,9 +20,22 @@ from delivery.messages import release_messages
 logger = logging.getLogger(__name__)
 
 
-def number_effects_apply(*, bucket: TokenBucket, throttled: int, sent: int) -> None:
-    """130429s in a batch pause the number and lower its rate; a clean batch raises it."""
-    if throttled:
+def number_effects_apply(
+    *, bucket: TokenBucket, throttled: int, sent: int, spam_limited: int = 0
+) -> None:
+    """130429s in a batch pause the number and lower its rate; a clean batch raises it.
+
+    A 131048 (spam rate limit) halves the rate, pauses a minute and holds the rate down.
+    """
+    if spam_limited:
+        pause_s = adaptive.rate_spam_limited(bucket=bucket)
+        logger.warning(
+            "number %s spam-limited (131048 x%s): rate halved, paused %.0fs",
+            bucket.phone_number_id,
+            spam_limited,
+            pause_s,
+        )
+    elif throttled:
         pause_s = adaptive.rate_throttled(bucket=bucket)
         logger.warning(
             "number %s throttled (130429 x%s): paused %.1fs",

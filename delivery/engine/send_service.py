@@ -409,9 +409,12 @@ def _effects_apply(
             settlements=[by_id.get(i.message.id) for i in items],
         )
         throttled = sum(e.throttled for (s, _), e in effects.items() if s is sender)
+        spam = sum(e.spam_limited for (s, _), e in effects.items() if s is sender)
         sent = sum(1 for i in items if isinstance(i.result, Accepted))
         try:
-            number_effects_apply(bucket=sender.bucket, throttled=throttled, sent=sent)
+            number_effects_apply(
+                bucket=sender.bucket, throttled=throttled, sent=sent, spam_limited=spam
+            )
         except redis.RedisError as exc:
             logger.warning("number %s: rate not adapted (%s)", sender.number, exc)
     for (sender, campaign_id), found in effects.items():

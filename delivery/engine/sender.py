@@ -82,6 +82,21 @@ class CampaignRun:
     refilling: bool = False
     empty_since: float | None = None
     claimed_at: float = 0.0
+    # The quality guard's cap (Campaign.guard_rate_cap): no send before this (monotonic).
+    next_send_at: float = 0.0
+
+    def paced(self, now: float) -> bool:
+        return self.campaign.guard_rate_cap is not None and self.next_send_at > now
+
+    def sent_one(self, now: float, slots: int) -> None:
+        """Each of the number's ``slots`` senders takes its share of the cap."""
+        cap = self.campaign.guard_rate_cap
+        if cap:
+            self.next_send_at = max(now, self.next_send_at) + max(1, slots) / cap
+
+    def allowance(self) -> int:
+        """Rows this run may start in one grant: one at a time when the guard paces it."""
+        return min(1, len(self.ready)) if self.campaign.guard_rate_cap else len(self.ready)
 
     @property
     def id(self) -> int:
@@ -206,18 +221,24 @@ class NumberSender:
     async def _dispatch_once(self) -> bool:
         """Send what tokens allow now; ``False`` when there was nothing to send."""
         free = concurrency_for(self.share, self.latency_estimate) - self.in_flight
-        ready = [run for run in self.campaigns.values() if run.ready]
+        waiting = [run for run in self.campaigns.values() if run.ready]
+        now = time.monotonic()
+        ready = [run for run in waiting if not run.paced(now)]
         if free <= 0:
             await self._nap(MAX_NAP_S)
             return True
         if not ready:
+            if waiting:  # slowed by the quality guard: wait for the next one's turn
+                self._idle_since = None
+                await self._nap(min(MAX_NAP_S, min(r.next_send_at for r in waiting) - now))
+                return True
             return False
         self._idle_since = None
         room = self._local_room()
         if room <= 0:
             await self._nap(min(MAX_NAP_S, self._writes[0] + 1.0 - time.monotonic() + 0.001))
             return True
-        want = min(free, MAX_GRANT, room, sum(len(run.ready) for run in ready))
+        want = min(free, MAX_GRANT, room, sum(run.allowance() for run in ready))
         try:
             grant = await self.bucket.acquire_async(want, TrafficClass.CAMPAIGN)
         except redis.RedisError as exc:
@@ -234,7 +255,8 @@ class NumberSender:
                 break
             run = self.campaigns[campaign_id]
             self._start(run, run.ready.popleft())
-            if not run.ready:
+            run.sent_one(time.monotonic(), self.slots)
+            if not run.ready or run.paced(time.monotonic()):
                 ready_ids.remove(campaign_id)
         if grant.tokens < want:
             await self._nap(min(max(0.001, grant.wait_s), 0.25))

@@ -23,6 +23,7 @@ class Effects:
     """Consequences beyond single rows, gathered over a batch."""
 
     throttled: int = 0
+    spam_limited: int = 0
     campaign_broken_reason: str | None = None
     opted_out_contact_ids: list[int] = field(default_factory=list)
     released_ids: list[int] = field(default_factory=list)
@@ -63,10 +64,13 @@ def settle(
         "error_details": error.details,
         "history_entry": entry,
     }
-    if outcome is Outcome.THROTTLED:
+    if outcome in (Outcome.THROTTLED, Outcome.SPAM_LIMITED):
         # Not the message's fault: the number is over its rate. Back to the queue without
-        # spending an attempt; the number is paused for everyone.
-        effects.throttled += 1
+        # spending an attempt; the number is paused for everyone (131048: for longer).
+        if outcome is Outcome.SPAM_LIMITED:
+            effects.spam_limited += 1
+        else:
+            effects.throttled += 1
         return Settlement(
             status=MessageStatus.PENDING,
             attempt=message.attempt,

@@ -77,7 +77,9 @@ def transactional_send(*, message_id: int) -> str:
         transactional_fail(message_id=claimed.id, reason=effects.campaign_broken_reason or "")
         return MessageStatus.FAILED
     settlements_record([settlement], opted_out_contact_ids=effects.opted_out_contact_ids)
-    if effects.throttled:
+    if effects.spam_limited:
+        adaptive.rate_spam_limited(bucket=bucket)
+    elif effects.throttled:
         adaptive.rate_throttled(bucket=bucket)
     if settlement.status == MessageStatus.PENDING and settlement.next_attempt_at is not None:
         delay = max(timedelta(0), settlement.next_attempt_at - timezone.now())

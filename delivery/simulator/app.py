@@ -3,6 +3,8 @@
 Graph API:
     POST /{version}/{phone_number_id}/messages        the send endpoint
     GET  /{version}/{waba_id}/message_templates       ?limit=&after= (Graph paging)
+    GET  /{version}/{phone_number_id}                 the number: quality, limit, throughput
+    GET  /{version}/{waba_id}                         the account: review status
 Control (JSON in and out):
     GET  /_sim/health | /_sim/config | /_sim/stats
     GET  /_sim/records?after=SEQ&limit=N&bodies=1     compact rows, raw bodies when kept
@@ -46,6 +48,8 @@ def build_app(simulator: Simulator) -> web.Application:
     app.router.add_get("/_sim/histogram", histogram)
     app.router.add_get("/_sim/duplicates", duplicates)
     app.router.add_get("/_sim/webhooks/idle", webhooks_idle)
+    # Last: any other two-part path is a Graph node.
+    app.router.add_get("/{version}/{node_id}", graph_node)
     app.on_startup.append(_start_webhooks)
     app.on_cleanup.append(_stop_webhooks)
     return app
@@ -97,6 +101,39 @@ async def message_templates(request: web.Request) -> web.Response:
         if start + len(page) < len(templates):
             next_url = request.url.update_query({"limit": str(limit), "after": after})
             data["paging"]["next"] = str(next_url)
+    return web.json_response(data)
+
+
+async def graph_node(request: web.Request) -> web.Response:
+    """``GET /{phone_number_id}`` or ``GET /{waba_id}``: the fields whatsblast reads."""
+    simulator = request.app[SIMULATOR_KEY]
+    node_id = request.match_info["node_id"]
+    if request.match_info["version"].startswith("_"):
+        raise web.HTTPNotFound()
+    authorization = request.headers.get("Authorization", "")
+    token = authorization[7:].strip() if authorization[:7].lower() == "bearer " else ""
+    number = simulator.numbers.get(node_id)
+    if not token or (number is not None and token != number.access_token):
+        status, body = errors.auth_error()
+        return web.Response(status=status, body=body, content_type=_JSON)
+    if number is not None:
+        data = number.as_graph()
+    elif node_id == simulator.config.waba_id or any(
+        n.waba_id == node_id for n in simulator.numbers.values()
+    ):
+        data = {
+            "id": node_id,
+            "name": "Simulated WABA",
+            "account_review_status": "APPROVED",
+            "business_verification_status": "verified",
+        }
+    else:
+        status, body = errors.unknown_object_error(node_id)
+        return web.Response(status=status, body=body, content_type=_JSON)
+    fields = request.query.get("fields")
+    if fields:
+        wanted = {f.strip() for f in fields.split(",")} | {"id"}
+        data = {k: v for k, v in data.items() if k in wanted}
     return web.json_response(data)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,24 @@ class SimConfig:
     async_failure_code: int = 131026
     # Recipients ("+15550001" or digits) that always fail with the given code.
     fail_recipients: dict[str, int] = field(default_factory=dict)
+    # Recipients whose send is accepted, then fails by status webhook with the given code
+    # (131050: the user stopped marketing messages).
+    async_fail_recipients: dict[str, int] = field(default_factory=dict)
+    # What users do after a delivered message (webhooks from the user, 2026 shapes):
+    # reply "STOP" / tap "stop marketing messages" (user_preferences), by fraction of
+    # delivered sends or by recipient. Users in username_recipients hide their phone: their
+    # messages carry only from_user_id. Every status names the recipient_user_id.
+    stop_reply_fraction: float = 0.0
+    preference_stop_fraction: float = 0.0
+    reply_recipients: dict[str, str] = field(default_factory=dict)
+    preference_recipients: dict[str, str] = field(default_factory=dict)
+    username_recipients: list[str] = field(default_factory=list)
+    user_delay_ms: float = 80.0
+    webhook_user_ids: bool = True
+    # Value-level errors[] (no message named, e.g. an asynchronous 130429), sent after a
+    # share of the accepted sends.
+    value_error_fraction: float = 0.0
+    value_error_code: int = 130429
     # Pair rate limit (131056): per (number, recipient) token bucket.
     pair_limit_enabled: bool = True
     pair_rate_per_s: float = 1 / 6
@@ -94,6 +113,9 @@ class SimConfig:
             "delivered_fraction",
             "read_fraction",
             "webhook_duplicate_fraction",
+            "stop_reply_fraction",
+            "preference_stop_fraction",
+            "value_error_fraction",
         ):
             value = getattr(self, name)
             if not 0.0 <= float(value) <= 1.0:
@@ -101,6 +123,14 @@ class SimConfig:
         if self.webhook_batch_size < 1 or self.webhook_concurrency < 1:
             raise ValueError("webhook_batch_size and webhook_concurrency must be >= 1")
         self.fail_recipients = {_digits(k): int(v) for k, v in self.fail_recipients.items()}
+        self.async_fail_recipients = {
+            _digits(k): int(v) for k, v in self.async_fail_recipients.items()
+        }
+        self.reply_recipients = {_digits(k): str(v) for k, v in self.reply_recipients.items()}
+        self.preference_recipients = {
+            _digits(k): str(v) for k, v in self.preference_recipients.items()
+        }
+        self.username_recipients = [_digits(k) for k in self.username_recipients]
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -118,6 +148,13 @@ class NumberSpec:
     burst: float | None = None  # bucket size; None = one second's worth
     display_phone_number: str = ""
     waba_id: str | None = None
+    # What GET /{phone_number_id} answers (Graph API field names); a blank field is left
+    # out of the answer. The throughput level defaults to what the rate is (HIGH: 1,000/s).
+    verified_name: str = "Whatsblast Simulator"
+    quality_rating: str = "GREEN"
+    messaging_limit_tier: str = ""
+    throughput_level: str = ""
+    name_status: str = "APPROVED"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> NumberSpec:
@@ -131,6 +168,22 @@ class NumberSpec:
     @property
     def bucket_size(self) -> float:
         return float(self.burst) if self.burst else max(1.0, float(self.rate))
+
+    def as_graph(self) -> dict[str, Any]:
+        """The number as ``GET /{phone_number_id}`` describes it."""
+        level = self.throughput_level or ("HIGH" if self.rate >= 1000 else "STANDARD")
+        data: dict[str, Any] = {
+            "id": self.phone_number_id,
+            "display_phone_number": self.display_phone_number or self.phone_number_id,
+            "verified_name": self.verified_name,
+            "quality_rating": self.quality_rating,
+            "whatsapp_business_manager_messaging_limit": self.messaging_limit_tier,
+            "throughput": {"level": level},
+            "name_status": self.name_status,
+            "platform_type": "CLOUD_API",
+            "status": "CONNECTED",
+        }
+        return {k: v for k, v in data.items() if v}
 
 
 @dataclass
@@ -152,6 +205,8 @@ class TemplateSpec:
     id: str = ""
     parameter_format: str = "POSITIONAL"
     waba_id: str | None = None
+    quality_score: str = "GREEN"
+    rejected_reason: str = ""
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TemplateSpec:
@@ -184,6 +239,14 @@ class TemplateSpec:
             return fmt
         return None
 
+    def header_placeholder(self) -> str:
+        """A text header's placeholder name ("1" or "order_id"); "" without one."""
+        for component in self.components:
+            if component.get("type", "").upper() == "HEADER":
+                found = _PLACEHOLDER.findall(component.get("text", ""))
+                return str(found[0]) if found else ""
+        return ""
+
     def body_placeholders(self) -> list[str]:
         """Placeholder names in order: ``["1", "2"]`` or ``["first_name"]``."""
         found: list[str] = []
@@ -206,7 +269,7 @@ class TemplateSpec:
 
     def as_graph(self) -> dict[str, Any]:
         """The template as ``GET /{waba_id}/message_templates`` lists it."""
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "parameter_format": self.parameter_format,
             "components": self.components,
@@ -214,7 +277,11 @@ class TemplateSpec:
             "status": self.status,
             "category": self.category,
             "id": self.id,
+            "quality_score": {"score": self.quality_score},
         }
+        if self.status == "REJECTED":
+            data["rejected_reason"] = self.rejected_reason or "INVALID_FORMAT"
+        return data
 
 
 def shorthand_components(
@@ -251,6 +318,12 @@ def shorthand_components(
 
 def _is_positional(component: dict[str, Any]) -> bool:
     return all(name.isdigit() for name in _PLACEHOLDER.findall(component.get("text", "")))
+
+
+def user_id_for(recipient: str) -> str:
+    """The simulator's business-scoped user id of a recipient: stable, Meta's 2026 shape."""
+    digest = hashlib.blake2b(_digits(recipient).encode(), digest_size=8).digest()
+    return f"US.{int.from_bytes(digest, 'big')}"
 
 
 def _digits(phone: str) -> str:

@@ -209,6 +209,9 @@ class Simulator:
         fixed = cfg.fail_recipients.get(recipient)
         if fixed is not None:
             return fixed, False, None
+        late = cfg.async_fail_recipients.get(recipient)
+        if late is not None:
+            return None, False, late
         if cfg.permanent_fraction and rng.random() < cfg.permanent_fraction:
             return cfg.permanent_code, False, None
         if cfg.pair_limit_enabled and not self.pairs.take(

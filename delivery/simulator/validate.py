@@ -83,7 +83,7 @@ def check_template(body: dict[str, Any], template: TemplateSpec) -> None:
     by_type: dict[str, list[dict[str, Any]]] = {"header": [], "body": [], "button": []}
     for component in components:
         by_type[component["type"]].append(component)
-    _check_header(by_type["header"], template.header_format())
+    _check_header(by_type["header"], template.header_format(), template.header_placeholder())
     _check_body(by_type["body"], template.body_placeholders())
     _check_buttons(by_type["button"], template)
 
@@ -92,7 +92,9 @@ def _params(components: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [p for c in components for p in c.get("parameters", [])]
 
 
-def _check_header(components: list[dict[str, Any]], expected: str | None) -> None:
+def _check_header(
+    components: list[dict[str, Any]], expected: str | None, placeholder: str = ""
+) -> None:
     params = _params(components)
     if expected is None:
         if params:
@@ -109,6 +111,9 @@ def _check_header(components: list[dict[str, Any]], expected: str | None) -> Non
             raise Invalid(100, f"header {expected} needs an id or a link.")
     elif not isinstance(param.get("text"), str):
         raise Invalid(100, "header text parameter needs text.")
+    elif placeholder and not placeholder.isdigit() and param.get("parameter_name") != placeholder:
+        # Meta: a named parameter must say which it is.
+        raise Invalid(100, f"header: parameter_name {placeholder!r} is required.")
 
 
 def _check_body(components: list[dict[str, Any]], placeholders: list[str]) -> None:

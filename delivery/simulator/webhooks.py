@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 
-from delivery.simulator.config import SimConfig
+from delivery.simulator.config import SimConfig, user_id_for
 from delivery.simulator.errors import webhook_error
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,8 @@ class WebhookDispatcher:
     def __init__(self, config: SimConfig, rng: random.Random) -> None:
         self.config = config
         self.rng = rng
-        self.queue: asyncio.Queue[tuple[SentMessage, dict[str, Any]]] = asyncio.Queue()
+        # (message, list the item goes in: statuses | messages | user_preferences, item)
+        self.queue: asyncio.Queue[tuple[SentMessage, str, dict[str, Any]]] = asyncio.Queue()
         self.counts: Counter[str] = Counter()
         self.pending = 0  # statuses scheduled or queued but not yet acknowledged (or dropped)
         self.session: aiohttp.ClientSession | None = None
@@ -117,8 +118,57 @@ class WebhookDispatcher:
             self._later(delay / 1000.0, message, item)
             if self.rng.random() < cfg.webhook_duplicate_fraction:
                 self._later((delay + self.rng.uniform(0, 200)) / 1000.0, message, item)
+        if failure_code is None and len(plan) > 1:
+            self._user_reacts(message, max(delays))
+        if cfg.value_error_fraction and self.rng.random() < cfg.value_error_fraction:
+            self._later(
+                max(delays) / 1000.0, message, webhook_error(cfg.value_error_code), "errors"
+            )
 
-    def _later(self, delay_s: float, message: SentMessage, item: dict[str, Any]) -> None:
+    def _user_reacts(self, message: SentMessage, after_ms: float) -> None:
+        """What the user does once the message is delivered: reply, or stop marketing."""
+        cfg = self.config
+        recipient = message.recipient_id
+        text = cfg.reply_recipients.get(recipient)
+        if text is None and cfg.stop_reply_fraction and self.rng.random() < cfg.stop_reply_fraction:
+            text = "STOP"
+        choice = cfg.preference_recipients.get(recipient)
+        if (
+            choice is None
+            and cfg.preference_stop_fraction
+            and self.rng.random() < cfg.preference_stop_fraction
+        ):
+            choice = "stop"
+        delay_s = (after_ms + cfg.user_delay_ms) / 1000.0
+        stamp = str(int(message.accepted_at + delay_s))
+        hidden = recipient in cfg.username_recipients
+        user_id = user_id_for(recipient)
+        if text is not None:
+            item: dict[str, Any] = {
+                "id": f"wamid.in.{message.wamid}",
+                "timestamp": stamp,
+                "type": "text",
+                "text": {"body": text},
+                "from_user_id": user_id,
+            }
+            if not hidden:
+                item["from"] = recipient
+            self._later(delay_s, message, item, "messages")
+        if choice is not None:
+            pref: dict[str, Any] = {
+                "user_id": user_id,
+                "detail": f"User requested to {choice} marketing messages",
+                "category": "marketing_messages",
+                "value": choice,
+                "timestamp": int(message.accepted_at + delay_s),
+            }
+            if not hidden:
+                pref["wa_id"] = recipient
+            self._later(delay_s, message, pref, "user_preferences")
+
+    def _later(
+        self, delay_s: float, message: SentMessage, item: dict[str, Any], kind: str = "statuses"
+    ) -> None:
         self.pending += 1
         self.counts["scheduled"] += 1
         loop = asyncio.get_running_loop()
@@ -126,7 +176,7 @@ class WebhookDispatcher:
 
         def fire() -> None:
             self.timers.discard(timer)
-            self.queue.put_nowait((message, item))
+            self.queue.put_nowait((message, kind, item))
 
         timer = loop.call_later(max(0.0, delay_s), fire)
         self.timers.add(timer)
@@ -146,6 +196,8 @@ class WebhookDispatcher:
             "timestamp": str(stamp),
             "recipient_id": message.recipient_id,
         }
+        if self.config.webhook_user_ids:
+            item["recipient_user_id"] = user_id_for(message.recipient_id)
         if message.callback_data:
             item["biz_opaque_callback_data"] = message.callback_data
         if status == "failed":
@@ -234,25 +286,36 @@ class WebhookDispatcher:
         return {**self.counts, "pending": self.pending}
 
 
-def _envelope(batch: list[tuple[SentMessage, dict[str, Any]]]) -> dict[str, Any]:
-    """Meta's envelope: one entry per WABA, one change per phone number."""
-    entries: dict[str, dict[str, dict[str, Any]]] = {}
-    for message, item in batch:
+def _envelope(batch: list[tuple[SentMessage, str, dict[str, Any]]]) -> dict[str, Any]:
+    """Meta's envelope: one entry per WABA, one change per phone number and field.
+
+    Messages and user_preferences name their user in ``contacts[]`` (2026: the wa_id only
+    when the user shares their phone, always the user_id).
+    """
+    entries: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
+    for message, kind, item in batch:
         changes = entries.setdefault(message.waba_id, {})
-        change = changes.get(message.phone_number_id)
+        field = "user_preferences" if kind == "user_preferences" else "messages"
+        change = changes.get((message.phone_number_id, field))
         if change is None:
-            change = changes[message.phone_number_id] = {
-                "field": "messages",
+            change = changes[(message.phone_number_id, field)] = {
+                "field": field,
                 "value": {
                     "messaging_product": "whatsapp",
                     "metadata": {
                         "display_phone_number": message.display_phone_number,
                         "phone_number_id": message.phone_number_id,
                     },
-                    "statuses": [],
                 },
             }
-        change["value"]["statuses"].append(item)
+        value = change["value"]
+        value.setdefault(kind, []).append(item)
+        if kind in ("messages", "user_preferences"):
+            contact: dict[str, Any] = {"profile": {"name": "Sim User"}}
+            if "from" in item or "wa_id" in item:
+                contact["wa_id"] = message.recipient_id
+            contact["user_id"] = user_id_for(message.recipient_id)
+            value.setdefault("contacts", []).append(contact)
     return {
         "object": "whatsapp_business_account",
         "entry": [

@@ -137,7 +137,12 @@
 
     $("wb-replies").textContent = fmt.format(f.replies || 0) + " recipients replied (" + fmt.format(d.replies) +
       " replies) · " + fmt.format(f.opt_outs || 0) + " opted out";
-    if (d.billing.length) {
+    if (d.costs && d.costs.length) {
+      rows($("wb-billing"), ["Category", "Pricing", "Messages", "Charged", "Cost"], d.costs.map(function (b) {
+        return [b.category, b.type, fmt.format(b.messages), fmt.format(b.charged),
+          b.cost + " " + b.currency + (b.unpriced ? " (+" + b.unpriced + " unpriced)" : "")];
+      }));
+    } else if (d.billing.length) {
       rows($("wb-billing"), ["Pricing category", "Billable messages", "Conversations"], d.billing.map(function (b) {
         return [b.category, fmt.format(b.billable_messages), fmt.format(b.conversations)];
       }));
@@ -160,6 +165,11 @@
         " % failures): " + (canary.state || "not started") +
         (canary.tally ? " — " + canary.tally.failed + " failed of " + canary.tally.sent + " sent" : "")
       : "";
+
+    if (d.guard) {
+      $("wb-guard").textContent = d.guard.text;
+      $("wb-guard-reason").textContent = d.guard.reason || "";
+    }
 
     const show = {
       pause: d.status === "running" || d.status === "scheduled",

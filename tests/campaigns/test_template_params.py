@@ -239,8 +239,9 @@ def test_named_body_and_text_header_render_the_same_in_sql() -> None:
     mapping = {"header": {"field": "shop"}, "body": {"first_name": {"field": "name"}}}
     mapping_validate(template, mapping)
     rendered = params_render(template, mapping, contact)
+    # A named header carries its placeholder's name: Meta wants it as parameter_name.
     assert rendered == {
-        "header": {"type": "text", "value": "Lojas"},
+        "header": {"type": "text", "value": "Lojas", "name": "shop"},
         "body": {"first_name": "Asha"},
     }
     assert sql_render(template, mapping, contact.pk) == rendered

@@ -366,7 +366,8 @@ def test_the_periodic_sync_is_enqueued_once_per_interval_and_syncs_every_account
     assert maintenance_tick()["templates_sync_queued"] is True
     assert template_sync_schedule() is False  # the next ticks within the interval
     queue = django_rq.get_queue("maintenance")
-    assert [job.func_name for job in queue.get_jobs()] == ["whatsblast.jobs.template_sync_all_job"]
+    names = [job.func_name for job in queue.get_jobs()]
+    assert names.count("whatsblast.jobs.template_sync_all_job") == 1
     reports = template_sync_all_job()
     assert sorted((r["waba_id"], r["listed"]) for r in reports) == sorted(
         [(first.waba_id, 1), (second.waba_id, 1)]

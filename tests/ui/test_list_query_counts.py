@@ -229,6 +229,20 @@ def build_users() -> None:
     _bulk(user_model, (user_model(username=f"u{i}", password="!") for i in range(ROWS)))
 
 
+def build_ratecards() -> None:
+    from decimal import Decimal
+
+    from campaigns.models import RateCard
+
+    _bulk(
+        RateCard,
+        (
+            RateCard(country_prefix=f"+{i + 1}", category="marketing", price=Decimal("0.01"))
+            for i in range(ROWS)
+        ),
+    )
+
+
 def build_groups() -> None:
     _bulk(Group, (Group(name=f"g{i}") for i in range(ROWS)))
 
@@ -241,6 +255,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "campaigns.contactlist": build_contactlists,
     "campaigns.contact": lambda: _contacts(ROWS),
     "campaigns.contactupload": build_contactuploads,
+    "campaigns.ratecard": build_ratecards,
     "delivery.message": lambda: _messages(ROWS),
     "delivery.deadletter": build_deadletters,
     "delivery.apikey": build_apikeys,

@@ -22,7 +22,9 @@ from django.utils import timezone
 from campaigns.models import Campaign, CampaignStatus, CanaryState
 from campaigns.windows.campaign import campaign_window
 from delivery.campaigns.canary import canary_tally
+from delivery.campaigns.guard import guard_summary
 from delivery.campaigns.launch_queue import launch_queued
+from delivery.campaigns.pricing import campaign_costs
 from delivery.campaigns.progress import (
     campaign_billing,
     campaign_failures,
@@ -139,8 +141,10 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "replies": replies.get("replies", 0),
         "opt_outs": replies.get("opt_outs", 0),
         "billing": campaign_billing(campaign=campaign),
+        "costs": [line.as_dict() for line in campaign_costs(campaign=campaign)],
         "eta": _eta(campaign, status, progress.remaining, rate, target, now),
         "canary": _canary(campaign),
+        "guard": guard_summary(campaign=campaign),
     }
 
 

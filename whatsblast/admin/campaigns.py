@@ -51,6 +51,7 @@ from campaigns.models import Campaign, CampaignStatus, ContactList, Template, Te
 from campaigns.state import LifecycleError, campaign_pause
 from campaigns.windows.zones import zone_valid
 from delivery.campaigns.exports import campaign_results_csv, campaign_results_filename
+from delivery.campaigns.guard import GUARD_SETTINGS, guard_settings_update
 from delivery.campaigns.launch import LaunchError
 from delivery.campaigns.launch_queue import (
     campaign_launch,
@@ -88,6 +89,10 @@ class AccountTaggedSelect(forms.Select):
         return option
 
 
+# The draft form's thresholds (the guard itself is switched off or on from the live page).
+DRAFT_GUARD_SETTINGS = tuple(name for name in GUARD_SETTINGS if name != "guard_enabled")
+
+
 class CampaignForm(forms.ModelForm[Campaign]):
     canary_max_failure_percent = forms.FloatField(
         label="Canary: failures allowed (%)",
@@ -114,6 +119,7 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "max_attempts",
             "ambiguous_policy",
             "canary_size",
+            *DRAFT_GUARD_SETTINGS,
         )
         widgets = {
             "phone_number": AccountTaggedSelect,
@@ -164,6 +170,8 @@ class CampaignForm(forms.ModelForm[Campaign]):
         template_field.help_text = "Only APPROVED templates can be sent."
         self.fields["lists"].queryset = ContactList.objects.order_by("name")  # type: ignore[attr-defined]
         self.fields["param_mapping"].required = False
+        for name in DRAFT_GUARD_SETTINGS:  # left empty: the model's default
+            self.fields[name].required = False
         self.fields[
             "canary_size"
         ].help_text = (
@@ -185,6 +193,10 @@ class CampaignForm(forms.ModelForm[Campaign]):
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}
+        defaults = {f.name: f for f in Campaign._meta.fields}
+        for name in DRAFT_GUARD_SETTINGS:
+            if cleaned.get(name) in (None, ""):
+                cleaned[name] = defaults[name].get_default()
         template, number = cleaned.get("template"), cleaned.get("phone_number")
         if template is not None and number is not None and template.account_id != number.account_id:
             self.add_error("template", "The template belongs to another WABA than the number.")
@@ -209,6 +221,14 @@ class CampaignForm(forms.ModelForm[Campaign]):
         if percent is not None:
             self.instance.canary_max_failure_rate = percent / 100
         return cleaned
+
+
+class GuardForm(forms.ModelForm[Campaign]):
+    """The quality guard's thresholds, changed on a launched campaign's page."""
+
+    class Meta:
+        model = Campaign
+        fields = GUARD_SETTINGS
 
 
 class CampaignAdminForm(forms.ModelForm[Campaign]):
@@ -390,6 +410,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             path("<int:object_id>/live.json", view(self.live_view), name=f"{name}_live"),
             path("<int:object_id>/export.csv", view(self.export_view), name=f"{name}_export"),
             path("<int:object_id>/report/", view(self.report_view), name=f"{name}_report"),
+            path("<int:object_id>/guard/", view(self.guard_view), name=f"{name}_guard"),
         ]
         for action in ("pause", "resume", "cancel", "retry-failed"):
             own.append(
@@ -470,6 +491,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "campaign": campaign,
             "preview_url": reverse("admin:campaigns_campaign_preview"),
             "media": self.media + form.media,
+            "guard_fields": DRAFT_GUARD_SETTINGS,
         }
         return TemplateResponse(request, "admin/campaigns/campaign/campaign_form.html", context)
 
@@ -570,7 +592,32 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
                 action: reverse(f"admin:campaigns_campaign_{action}", args=[pk])
                 for action in ("pause", "resume", "cancel", "retry_failed")
             },
+            "guard_form": GuardForm(instance=campaign),
+            "guard_url": reverse("admin:campaigns_campaign_guard", args=[pk]),
         }
+
+    def guard_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        return require_POST(self._guard)(request, object_id)
+
+    def _guard(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        if not can_launch(request):
+            raise PermissionDenied
+        campaign = self._campaign(request, object_id)
+        form = GuardForm(request.POST, instance=Campaign.objects.get(pk=campaign.pk))
+        if not form.is_valid():
+            errors = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
+            self.message_user(request, f"Thresholds not saved: {errors}", messages.ERROR)
+        else:
+            values = {name: form.cleaned_data[name] for name in GUARD_SETTINGS}
+            try:
+                guard_settings_update(campaign=campaign, values=values)
+            except (ValueError, ValidationError) as exc:
+                self.message_user(request, f"Thresholds not saved: {exc}", messages.ERROR)
+            else:
+                self.log_change(request, campaign, "quality guard thresholds changed")
+                self.message_user(request, "Quality guard thresholds saved.", messages.SUCCESS)
+        campaign_live_forget(campaign_id=campaign.pk)
+        return HttpResponseRedirect(self._change_url(campaign))
 
     def live_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         return require_GET(self._live)(request, object_id)

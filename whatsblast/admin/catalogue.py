@@ -16,6 +16,7 @@ from django.http import HttpRequest
 from campaigns.catalogue.params import template_params_parse
 from campaigns.models import (
     BusinessAccount,
+    RateCard,
     Template,
 )
 from delivery.cloud.template_sync import templates_sync
@@ -23,11 +24,25 @@ from delivery.cloud.template_sync import templates_sync
 
 @admin.register(BusinessAccount)
 class BusinessAccountAdmin(admin.ModelAdmin[BusinessAccount]):
-    list_display = ("waba_id", "name", "business_id", "messaging_limit_tier", "updated_at")
+    list_display = (
+        "waba_id",
+        "name",
+        "business_id",
+        "messaging_limit_tier",
+        "account_review_status",
+        "graph_read_at",
+        "updated_at",
+    )
     list_filter = ("messaging_limit_tier",)
     search_fields = ("waba_id", "name", "business_id")
     ordering = ("name", "waba_id")
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = (
+        "account_review_status",
+        "graph_read_at",
+        "graph_error",
+        "created_at",
+        "updated_at",
+    )
     actions = ("sync_templates",)
 
     @admin.action(description="Sync templates from Meta", permissions=("change",))
@@ -87,3 +102,14 @@ class TemplateAdmin(admin.ModelAdmin[Template]):
     def save_model(self, request: HttpRequest, obj: Template, form: Any, change: bool) -> None:
         obj.body_param_count, obj.body_param_names = form.body_params
         super().save_model(request, obj, form, change)
+
+
+@admin.register(RateCard)
+class RateCardAdmin(admin.ModelAdmin[RateCard]):
+    """Meta's per-message prices as the operator keeps them: costs and pre-flight estimates."""
+
+    list_display = ("country_prefix", "category", "price", "currency", "updated_at")
+    list_editable = ("price", "currency")
+    list_filter = ("category", "currency")
+    search_fields = ("country_prefix",)
+    ordering = ("country_prefix", "category")

@@ -106,6 +106,7 @@ class PhoneNumberAdmin(admin.ModelAdmin[PhoneNumber]):
         "effective_rate_shown",
         "quality_rating",
         "paused",
+        "graph_read_at",
     )
     list_filter = ("quality_rating", "account__messaging_limit_tier", "account")
     search_fields = ("display_phone_number", "phone_number_id")
@@ -117,6 +118,11 @@ class PhoneNumberAdmin(admin.ModelAdmin[PhoneNumber]):
         "effective_rate_shown",
         "pause_state",
         "quality_rating",
+        "verified_name",
+        "name_status",
+        "throughput_level",
+        "graph_read_at",
+        "graph_error",
         "created_at",
         "updated_at",
     )
@@ -128,6 +134,18 @@ class PhoneNumberAdmin(admin.ModelAdmin[PhoneNumber]):
             {"fields": ("rate_per_second", "transactional_reserve", "effective_rate_shown")},
         ),
         ("Health", {"fields": ("quality_rating", "pause_state", "paused_until", "paused_reason")}),
+        (
+            "Read from Meta",
+            {
+                "fields": (
+                    "verified_name",
+                    "name_status",
+                    "throughput_level",
+                    "graph_read_at",
+                    "graph_error",
+                )
+            },
+        ),
         (None, {"fields": ("created_at", "updated_at")}),
     )
     actions = ("resume_numbers",)

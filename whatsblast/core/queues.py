@@ -55,6 +55,7 @@ MAINTENANCE_TICK = JobSpec(f"{_JOBS}.maintenance_tick_job", MAINTENANCE, timeout
 WEBHOOK_APPLY = JobSpec(f"{_JOBS}.webhook_apply_job", MAINTENANCE)
 TEMPLATE_SYNC = JobSpec(f"{_JOBS}.template_sync_all_job", MAINTENANCE)
 CONTACTS_IMPORT = JobSpec(f"{_JOBS}.contacts_import_job", MAINTENANCE)
+GRAPH_READ = JobSpec(f"{_JOBS}.graph_read_all_job", MAINTENANCE)
 ALL_JOBS = (
     NUMBER_SEND,
     CAMPAIGN_LAUNCH,
@@ -64,6 +65,7 @@ ALL_JOBS = (
     WEBHOOK_APPLY,
     TEMPLATE_SYNC,
     CONTACTS_IMPORT,
+    GRAPH_READ,
 )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from campaigns.catalogue.numbers import phone_number_add
+from delivery.graph_reads import phone_number_graph_read
 from whatsblast.management.base import SubcommandCommand
 
 # `--token -`: read the token from stdin, so it stays out of shell history and `ps`.
@@ -43,6 +44,11 @@ class Command(SubcommandCommand):
         parser.add_argument(
             "--api-base-url", default="", help="overrides WHATSAPP_API_BASE_URL for this number"
         )
+        parser.add_argument(
+            "--no-read",
+            action="store_true",
+            help="do not read the number's quality, limit and throughput from Meta now",
+        )
 
     def handle_add(self, options: dict[str, Any]) -> None:
         token = options["token"]
@@ -59,4 +65,16 @@ class Command(SubcommandCommand):
             transactional_reserve=options["reserve"],
             api_base_url=options["api_base_url"],
         )
+        if not options["no_read"]:
+            read = phone_number_graph_read(phone_number=number)
+            number.refresh_from_db()
+            if read.ok:
+                self.stderr.write(
+                    f"read from Meta: {number.display_phone_number} "
+                    f"({number.verified_name or 'no name'}, {number.name_status or '?'}), "
+                    f"quality {number.quality_rating}, throughput "
+                    f"{number.throughput_level or '?'}, limit {number.account.messaging_limit_tier}"
+                )
+            else:
+                self.stderr.write(f"not read from Meta ({read.error}); the token may not work")
         self.stdout.write(number.phone_number_id)

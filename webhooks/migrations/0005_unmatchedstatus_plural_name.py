@@ -6,7 +6,7 @@ from django.db import migrations
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('webhooks', '0003_body_hash_constraint'),
+        ('webhooks', '0004_inbound_from_user_id'),
     ]
 
     operations = [
