@@ -9,9 +9,16 @@ shipped ones), so the test takes seconds rather than the minutes production wait
 `for:` durations themselves are checked by promtool's unit tests
 (tests/observability/test_alert_rules.py).
 
-The fault: Redis stops under the running web process. /metrics then cannot read it,
-``whatsblast_collector_up{source="redis"}`` is 0 and WhatsblastMetricsSourceDown fires;
-Redis comes back and the alert clears. Everything is read from Prometheus's HTTP API.
+The faults:
+
+- Redis stops under the running web process. /metrics then cannot read it,
+  ``whatsblast_collector_up{source="redis"}`` is 0 and WhatsblastMetricsSourceDown fires;
+  Redis comes back and the alert clears.
+- Meta refuses every send of a campaign with a retryable error and its retries run out:
+  over 50 dead letters and WhatsblastDeadLettersGrowing fires (it has no `for:`; it clears
+  once its 15 min window has passed, which this test does not wait for).
+
+Everything is read from Prometheus's HTTP API.
 """
 
 from __future__ import annotations
@@ -27,7 +34,12 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from django.test import override_settings
 
+from campaigns.models import Campaign, Contact, ListMembership
+from delivery.campaigns.launch import campaign_start
+from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
+from tests.factories import make_campaign, make_contact_list
 from tests.faults.services import PrivateRedis, short_tmpdir
 from whatsblast.core.counters import writes_resume
 from whatsblast.core.processes import free_port, wait_for_http
@@ -174,3 +186,51 @@ def test_prometheus_fires_and_clears_the_alert_for_redis_down_under_metrics(
     wait_until("redis read again", lambda: gauge(prometheus, redis_up) == 1)
     wait_until(f"{name} cleared", lambda: prometheus.alerts(name) == [])
     assert prometheus.query(f'ALERTS{{alertname="{name}"}}') == []
+
+
+def wave(first: Campaign, *, recipients: int) -> Campaign:
+    """Another campaign of ``first``'s number and template, to new recipients."""
+    contact_list = make_contact_list()
+    start = Contact.objects.count()
+    contacts = Contact.objects.bulk_create(
+        Contact(phone=f"+5511{9_1000_0000 + start + i:09d}", name=f"D{i}")
+        for i in range(recipients)
+    )
+    ListMembership.objects.bulk_create(
+        ListMembership(contact_list=contact_list, contact=contact) for contact in contacts
+    )
+    return make_campaign(
+        phone_number=first.phone_number,
+        template=first.template,
+        lists=[contact_list],
+        max_attempts=1,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(CAMPAIGN_JOB_BUDGET_SECONDS=1.0)
+def test_prometheus_fires_the_alert_for_dead_letters_growing(prometheus: Prometheus) -> None:
+    name = "WhatsblastDeadLettersGrowing"
+    created = "sum(whatsblast_dead_letters_created_total)"
+    # 131000 is retryable: with one attempt allowed, each refusal is a dead letter.
+    with running_simulator(latency_ms=5, permanent_fraction=1.0, permanent_code=131000) as sim:
+        number = number_on(sim, rate=80, reserve=0.0)
+        # A first few, so the counter is already scraped when the wave comes.
+        first = campaign_on(sim, number, recipients=3, max_attempts=1)
+        campaign_start(campaign=first)
+        work_burst()
+        wait_until("3 dead letters scraped", lambda: gauge(prometheus, created) == 3)
+        time.sleep(2)
+        assert prometheus.alerts(name) == []
+
+        campaign_start(campaign=wave(first, recipients=60))
+        work_burst()
+    wait_until("63 dead letters scraped", lambda: gauge(prometheus, created) == 63)
+    wait_until(f"{name} firing", lambda: bool(prometheus.alerts(name)))
+    (alert,) = prometheus.alerts(name)
+    assert alert["state"] == "firing"  # no for: firing at the first evaluation
+    assert alert["labels"]["phone_number_id"] == number.phone_number_id
+    assert float(alert["value"]) > 50
+    assert alert["annotations"]["summary"].endswith(
+        f"messages of number {number.phone_number_id} dead-lettered in 15 min"
+    )
