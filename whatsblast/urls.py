@@ -22,7 +22,8 @@ api_urls = (
         path("messages", api.messages, name="messages"),
         path("messages/<int:message_id>", api.message, name="message"),
         path("openapi.json", api.openapi_json, name="openapi"),
-        re_path(r"^(?P<rest>.*)$", api.not_found),
+        # Any character, newlines too: "." would leave "messages/1\n" to Django's HTML 404.
+        re_path(r"^(?P<rest>[\s\S]*)\Z", api.not_found),
     ],
     "api",
 )

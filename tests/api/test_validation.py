@@ -208,9 +208,20 @@ def test_other_methods_are_405(api) -> None:
     assert json.loads(response.content)["error"]["code"] == "method_not_allowed"
 
 
-def test_unknown_paths_under_the_api_answer_json_404(api) -> None:
-    response = api.client.get("/api/v1/nothing/here")
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/nothing/here",
+        # Found by schemathesis: a newline in the path slipped past the JSON catch-all.
+        "/api/v1/messages/1%0A",
+        "/api/v1/messages/%C2%B4%0A%ED%90%82",
+        "/api/v1/%0A",
+    ],
+)
+def test_unknown_paths_under_the_api_answer_json_404(api, path) -> None:
+    response = api.client.get(path)
     assert response.status_code == 404
+    assert response["Content-Type"].startswith("application/json")
     assert json.loads(response.content)["error"]["code"] == "not_found"
 
 
