@@ -170,7 +170,9 @@ class GroupCommitter:
             return
         new = rejected = duplicates = 0
         for item in batch:
-            item.event_id = stored.get(item.digest)
+            # The first of equal bodies in the batch is the stored one; the others are
+            # redeliveries, as they would be in a later batch.
+            item.event_id = stored.pop(item.digest, None)
             item.done.set()
             if item.event_id is None:
                 duplicates += 1
