@@ -887,7 +887,7 @@ def _verify(run: Run, sim: RemoteSimulator, campaigns: list[Any], limited: Any) 
     report["numbers"] = numbers
     report["max_second"] = max(n["max_second"] for n in numbers)
     report["rate"] = campaigns[0].phone_number.rate_per_second if len(numbers) == 1 else None
-    report["burst_allowance"] = "rate + max(3, 10 %): 0 seconds over the rate itself on a quiet machine"
+    report["burst_allowance"] = "rate + max(3, 10 %) (a quiet machine stays at the rate)"
     if limited is not None:
         pnid = limited.phone_number.phone_number_id
         reached = len({row["to"] for row in by_number.get(pnid, [])})
