@@ -1,7 +1,8 @@
 """Benchmark: `manage.py contacts import` of a large generated CSV.
 
 Writes a CSV of --rows rows (about 1 % bad phone numbers, 2 % repeats of earlier
-rows, numbers half in E.164, the rest with separators or in national form)
+rows, numbers half in E.164, the rest with separators or in national form; --duplicates
+chooses what the import does with the repeats)
 to a temporary directory, runs the import as a subprocess against the database in
 DATABASE_URL, and prints one JSON object:
 
@@ -63,7 +64,9 @@ def write_csv(path: Path, *, rows: int, area: int, seed: int) -> None:
             writer.writerow((f"Person {n}", phone, rng.choice(CITIES), rng.choice("abc")))
 
 
-def run_import(csv_path: Path, *, list_name: str) -> tuple[dict[str, object], float]:
+def run_import(
+    csv_path: Path, *, list_name: str, duplicates: str = "last"
+) -> tuple[dict[str, object], float]:
     command = [
         sys.executable,
         str(ROOT / "manage.py"),
@@ -79,6 +82,8 @@ def run_import(csv_path: Path, *, list_name: str) -> tuple[dict[str, object], fl
         "BR",
         "--max-rejections",
         "10",
+        "--duplicates",
+        duplicates,
     ]
     started = time.monotonic()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -95,6 +100,12 @@ def main() -> None:
     parser.add_argument("--area", type=int, default=11, help="Brazilian area code, 11..99")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--list", dest="list_name", default=None)
+    parser.add_argument(
+        "--duplicates",
+        choices=("last", "first", "reject"),
+        default="last",
+        help="the import's policy for a number on several rows (default: last)",
+    )
     args = parser.parse_args()
     sample = phonenumbers.parse(f"+55{args.area}900000000")
     if not phonenumbers.is_valid_number(sample):
@@ -106,7 +117,7 @@ def main() -> None:
         csv_path = Path(tmp) / "contacts.csv"
         write_csv(csv_path, rows=args.rows, area=args.area, seed=args.seed)
         list_name = args.list_name or f"bench-{args.rows}-{int(time.time())}"
-        summary, seconds = run_import(csv_path, list_name=list_name)
+        summary, seconds = run_import(csv_path, list_name=list_name, duplicates=args.duplicates)
         file_mb = csv_path.stat().st_size / 2**20
 
     # ru_maxrss is in KiB on Linux: the peak of the largest child waited for (the import).

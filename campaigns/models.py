@@ -243,10 +243,17 @@ class ContactList(models.Model):
 
 
 class Contact(models.Model):
-    """A person, identified by their phone number in E.164 form and, once Meta gives it,
-    their business-scoped user id (BSUID): replies and opt-outs match either."""
+    """A person, identified by their phone number in E.164 form, their business-scoped user
+    id (BSUID), or both: replies and opt-outs match either, and sends go to the phone when
+    there is one, else to the user id (Meta's ``recipient``)."""
 
-    phone = models.CharField(max_length=20, unique=True, help_text="E.164, e.g. +5511999990000")
+    phone = models.CharField(
+        max_length=20,
+        unique=True,
+        null=True,
+        blank=True,
+        help_text="E.164, e.g. +5511999990000. Empty for a user known only by their user id.",
+    )
     user_id = models.CharField(
         "WhatsApp user id",
         max_length=140,
@@ -264,16 +271,27 @@ class Contact(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ("phone",)
+        ordering = ("phone", "user_id")
         constraints = [
             models.CheckConstraint(
-                condition=models.Q(phone__regex=r"^\+[1-9][0-9]{6,14}$"),
+                condition=models.Q(phone__isnull=True)
+                | models.Q(phone__regex=r"^\+[1-9][0-9]{6,14}$"),
                 name="contact_phone_is_e164",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(phone__isnull=False) | models.Q(user_id__isnull=False),
+                name="contact_has_phone_or_user_id",
+                violation_error_message="A contact needs a phone or a WhatsApp user id.",
             ),
         ]
 
     def __str__(self) -> str:
-        return self.phone
+        return self.phone or self.user_id or f"contact {self.pk}"
+
+    @property
+    def recipient(self) -> str:
+        """Where a send goes: the phone when known (Meta recommends it), else the user id."""
+        return self.phone or self.user_id or ""
 
     def field_value(self, field: str) -> Any:
         """A mappable field: ``phone``, ``name`` or any key of ``attributes``."""
@@ -464,6 +482,14 @@ class ContactUploadStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
+class DuplicatePolicy(models.TextChoices):
+    """What an import does with a number the file has on more than one row."""
+
+    LAST = "last", "Last row wins"
+    FIRST = "first", "First row wins"
+    REJECT = "reject", "Reject repeated numbers"
+
+
 class ContactUpload(models.Model):
     """A contact file uploaded in the admin, imported into one list (campaigns.audience.uploads).
 
@@ -485,10 +511,19 @@ class ContactUpload(models.Model):
     name_column = models.CharField(max_length=200, blank=True)
     # The other columns kept as contact attributes.
     attribute_columns = models.JSONField(default=list, blank=True)
+    duplicate_policy = models.CharField(
+        "numbers on several rows",
+        max_length=8,
+        choices=DuplicatePolicy.choices,
+        default=DuplicatePolicy.LAST,
+    )
     status = models.CharField(
         max_length=16, choices=ContactUploadStatus.choices, default=ContactUploadStatus.MAPPING
     )
     rows_read = models.PositiveIntegerField(default=0)
+    # How far the second stage has gone (0-100) for a policy that reads the whole file before
+    # it writes (first row wins, reject repeated numbers); None while the file is read.
+    write_percent = models.PositiveSmallIntegerField(null=True, blank=True, editable=False)
     # ContactImportResult.as_dict(), the listed rejections cut short.
     result = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)

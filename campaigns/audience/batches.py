@@ -1,4 +1,10 @@
-"""Rows of a contact file in batches: phone numbers merged within a batch, COPY payloads."""
+"""Rows of a contact file in batches, and their COPY payloads.
+
+Every row goes to the staging table with its line number, and the file's repeated numbers
+are found there, across the whole file, in SQL (``campaigns.audience.duplicates``). Under
+last row wins, the batch's contacts are also merged here, number by number, for the
+batch's own upsert (``campaigns.audience.writer``).
+"""
 
 from __future__ import annotations
 
@@ -12,37 +18,22 @@ from campaigns.audience.rows import ContactRow, Rejection
 
 @dataclass
 class ContactBatch:
-    """Up to ``size`` rows of the file, phone numbers merged within the batch.
-
-    ``contacts`` maps E.164 → [name, attributes]; a later row for the same number adds its
-    attributes (its values win) and replaces the name unless its own name is blank.
-    """
+    """Up to ``size`` rows of the file: the contacts and the rejected rows, in file order."""
 
     rows: int = 0
-    duplicates: int = 0
-    contacts: dict[str, list[Any]] = field(default_factory=dict)
+    contacts: list[ContactRow] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
+    # For the staging table: every contact row with its line.
     payload: str = ""
-    # (line, phone, the earlier line it was merged into) for each repeat within the batch.
-    repeats: list[tuple[int, str, int]] = field(default_factory=list)
-    first_lines: dict[str, int] = field(default_factory=dict)
+    # Last row wins: the batch's numbers once each, merged (phone, name, attributes).
+    merged_payload: str = ""
 
     def add(self, item: ContactRow | Rejection) -> None:
         self.rows += 1
         if isinstance(item, Rejection):
             self.rejections.append(item)
-            return
-        seen = self.contacts.get(item.phone)
-        if seen is None:
-            self.contacts[item.phone] = [item.name, item.attributes]
-            self.first_lines[item.phone] = item.line
-            return
-        self.duplicates += 1
-        self.repeats.append((item.line, item.phone, self.first_lines[item.phone]))
-        if item.name:
-            seen[0] = item.name
-        if item.attributes:
-            seen[1] = {**seen[1], **item.attributes}
+        else:
+            self.contacts.append(item)
 
 
 def contact_batches(
@@ -58,20 +49,47 @@ def contact_batches(
         yield batch
 
 
+_COPY_NULL = "\\N"
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 
 
-def copy_payload(batch: ContactBatch) -> ContactBatch:
-    """Fill ``batch.payload`` with the batch's contacts in COPY text format.
+def copy_payload(
+    batch: ContactBatch, *, with_cells: bool = False, merged: bool = False
+) -> ContactBatch:
+    """Fill the batch's payloads in COPY text format.
 
-    Columns: phone, name, attributes (JSON). Backslash, tab and line breaks are escaped as
-    COPY's text format requires; building this string here keeps the work off the thread
-    that talks to the database.
+    ``payload``, for the staging table: line, phone, name, attributes (JSON), cells (a JSON
+    array of the row's cells with ``with_cells``, else NULL: only a policy that may reject a
+    duplicate needs them for the rejects file). With ``merged`` (last row wins) it holds
+    line and phone only, and ``merged_payload`` the batch's numbers once each: phone, name,
+    attributes, a later row adding its non-blank cells over the earlier ones' and its name
+    unless blank. Backslash, tab and line breaks are escaped as COPY's text format
+    requires; building the strings here keeps the work off the thread that talks to the
+    database.
     """
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-    lines = [
-        f"{phone}\t{name.translate(_COPY_ESCAPES)}\t{dumps(attrs).translate(_COPY_ESCAPES)}\n"
-        for phone, (name, attrs) in batch.contacts.items()
-    ]
-    batch.payload = "".join(lines)
+    if merged:
+        batch.payload = "".join(f"{row.line}\t{row.phone}\n" for row in batch.contacts)
+        contacts: dict[str, list[Any]] = {}
+        for row in batch.contacts:
+            seen = contacts.get(row.phone)
+            if seen is None:
+                contacts[row.phone] = [row.name, row.attributes]
+                continue
+            if row.name:
+                seen[0] = row.name
+            if row.attributes:
+                seen[1] = {**seen[1], **row.attributes}
+        batch.merged_payload = "".join(
+            f"{phone}\t{name.translate(_COPY_ESCAPES)}\t"
+            f"{dumps(attributes).translate(_COPY_ESCAPES)}\n"
+            for phone, (name, attributes) in contacts.items()
+        )
+        return batch
+    batch.payload = "".join(
+        f"{row.line}\t{row.phone}\t{row.name.translate(_COPY_ESCAPES)}\t"
+        f"{dumps(row.attributes).translate(_COPY_ESCAPES)}\t"
+        f"{dumps(list(row.cells)).translate(_COPY_ESCAPES) if with_cells else _COPY_NULL}\n"
+        for row in batch.contacts
+    )
     return batch

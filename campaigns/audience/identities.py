@@ -72,22 +72,41 @@ def contact_number_change(*, old_phone: str, new_phone: str, user_id: str = "") 
     old one keeps its number and the opt-out passes to the new one: nobody who said stop is
     messaged again under another number.
     """
-    contact = Contact.objects.filter(phone=old_phone).first()
+    contact = Contact.objects.filter(phone=old_phone).first() if old_phone else None
     if contact is None and user_id:
         contact = Contact.objects.filter(user_id=user_id).first()
-    if contact is None or not new_phone or contact.phone == new_phone:
+    return _identity_move(contact, "phone", new_phone)
+
+
+def contact_user_id_change(*, old_user_id: str, new_user_id: str, phone: str = "") -> NumberChange:
+    """The user behind ``old_user_id`` now has ``new_user_id`` (``user_changed_user_id``).
+
+    As for a changed number: the same row takes the new id (messages, lists and opt-out
+    stay), and onto a contact that already holds it the opt-out passes on. The old id stays
+    on the inbound messages that carried it.
+    """
+    contact = Contact.objects.filter(user_id=old_user_id).first() if old_user_id else None
+    if contact is None and phone:
+        contact = Contact.objects.filter(phone=phone).first()
+    return _identity_move(contact, "user_id", new_user_id)
+
+
+def _identity_move(contact: Contact | None, field: str, new_value: str) -> NumberChange:
+    """Give ``contact`` the new phone or user id, or pass its opt-out to whoever holds it."""
+    if contact is None or not new_value or getattr(contact, field) == new_value:
         return NumberChange(contact.id if contact else None, False, "no contact to move")
-    existing = Contact.objects.filter(phone=new_phone).first()
+    existing = Contact.objects.filter(**{field: new_value}).first()
     if existing is not None:
         if contact.opted_out_at and not existing.opted_out_at:
             existing.opted_out_at = contact.opted_out_at
             existing.save(update_fields=["opted_out_at", "updated_at"])
-        return NumberChange(existing.id, False, f"{new_phone} is already a contact")
+        return NumberChange(existing.id, False, f"{new_value} is already a contact")
+    old_value = getattr(contact, field)
     try:
         with transaction.atomic():
-            contact.phone = new_phone
-            contact.save(update_fields=["phone", "updated_at"])
+            setattr(contact, field, new_value)
+            contact.save(update_fields=[field, "updated_at"])
     except IntegrityError:
-        return NumberChange(contact.id, False, f"{new_phone} was refused")
-    logger.info("contact %s changed number %s -> %s", contact.id, old_phone, new_phone)
+        return NumberChange(contact.id, False, f"{new_value} was refused")
+    logger.info("contact %s changed %s %s -> %s", contact.id, field, old_value, new_value)
     return NumberChange(contact.id, True, "moved")

@@ -1,10 +1,11 @@
-"""Importing a contact file into a list: read, normalise, merge, write in batches."""
+"""Importing a contact file into a list: read, normalise, stage, resolve duplicates, write."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,17 +15,23 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from campaigns.audience.batches import contact_batches, copy_payload
+from campaigns.audience.duplicates import (
+    duplicates_merged,
+    duplicates_rejected,
+    duplicates_resolve,
+)
 from campaigns.audience.read_ahead import ReadAhead
 from campaigns.audience.readers import ContactReader
 from campaigns.audience.rejects import RejectsWriter
 from campaigns.audience.rows import Rejection
 from campaigns.audience.writer import ContactWriter
-from campaigns.models import ContactList
+from campaigns.models import ContactList, DuplicatePolicy
 
 logger = logging.getLogger(__name__)
 
-# Rows per COPY + upsert. 20k rows is ~2 MB of COPY text and ~10 MB of Python objects;
-# two batches are parsed ahead while one is written, so an import holds about three.
+# Rows per COPY, and file lines per upsert. 20k rows is ~2 MB of COPY text and ~10 MB of
+# Python objects; two batches are parsed ahead while one is staged, so an import holds
+# about three (the rest of the file waits in the staging table, on the database's side).
 # Larger batches gain little (the per-batch statements are already a small share).
 IMPORT_BATCH_SIZE = 20_000
 IMPORT_READ_AHEAD = 2
@@ -42,10 +49,13 @@ class ContactImportResult:
     rejected: int = 0
     added_to_list: int = 0
     rejections: list[Rejection] = field(default_factory=list)
-    # Rows repeating a number an earlier row of the file had (first listed ones): later
-    # rows' columns win, a blank name keeps the earlier one.
+    duplicate_policy: str = DuplicatePolicy.LAST.value
+    # Lines of a number the file has on several rows, merged into the line the policy kept
+    # (first listed ones; anywhere in the file). Under the reject policy there are none:
+    # every such line is a rejection instead, counted in ``duplicates_rejected`` too.
     repeats: list[dict[str, Any]] = field(default_factory=list)
     repeated: int = 0
+    duplicates_rejected: int = 0
     seconds: float = 0.0
     file: dict[str, Any] = field(default_factory=dict)
 
@@ -64,8 +74,11 @@ class ContactImportResult:
             "added_to_list": self.added_to_list,
             "rejections": [r.as_dict() for r in self.rejections],
             "rejections_truncated": self.rejected > len(self.rejections),
+            "duplicate_policy": self.duplicate_policy,
             "repeated": self.repeated,
             "repeats": self.repeats,
+            "repeats_truncated": self.repeated > len(self.repeats),
+            "duplicates_rejected": self.duplicates_rejected,
             "seconds": round(self.seconds, 3),
             "rows_per_second": self.rows_per_second,
             "file": self.file,
@@ -84,19 +97,27 @@ def contacts_import(
     max_listed_rejections: int = MAX_LISTED_REJECTIONS,
     batch_size: int = IMPORT_BATCH_SIZE,
     attribute_columns: Sequence[str] | None = None,
+    duplicate_policy: DuplicatePolicy | str = DuplicatePolicy.LAST,
     progress: Callable[[int], None] | None = None,
+    writing: Callable[[int], None] | None = None,
 ) -> ContactImportResult:
     """Import a CSV/XLSX file of contacts into the list ``list_name`` (created if missing).
 
-    Rows are normalised to E.164 (``region`` for numbers without a country code); a number
-    seen before, in this file or in the database, is merged into its contact. Rejected rows
-    are counted and listed (the first ``max_listed_rejections``; all of them in
-    ``rejects_path`` as CSV). The import is one transaction: a file that turns out to be
-    malformed half-way leaves nothing behind.
+    Rows are normalised to E.164 (``region`` for numbers without a country code). A number
+    the file has on several rows, anywhere in the file, is resolved by ``duplicate_policy``:
+    ``last`` (the later rows' non-blank cells and name win, merged into one contact),
+    ``first`` (the first row alone is written) or ``reject`` (none of its rows is written;
+    all are rejected). A number already in the database is merged into its contact.
+    Rejected rows are counted and listed (the first ``max_listed_rejections``; all of them
+    in ``rejects_path`` as CSV, with their cells to be fixed and uploaded again), and so are
+    the lines merged into another. The import is one transaction: a file that turns out to
+    be malformed half-way leaves nothing behind.
 
     ``attribute_columns`` keeps only those of the other columns as contact attributes (all
-    of them when ``None``). ``progress`` is called with the rows done so far after each
-    batch is written.
+    of them when ``None``). ``progress`` is called with the rows read so far after each
+    batch is staged; ``writing``, for the policies that write only once the whole file is
+    read, with the percent of it written: 0 when the repeated numbers start being resolved,
+    then after each statement.
 
     Raises ``ImportFileError`` for a file that cannot be read at all, ``ValidationError``
     for bad arguments.
@@ -104,6 +125,13 @@ def contacts_import(
     started = time.monotonic()
     if region and region.upper() not in phonenumbers.SUPPORTED_REGIONS:
         raise ValidationError(f"unknown region {region!r}: use a two-letter code such as BR")
+    try:
+        policy = DuplicatePolicy(duplicate_policy)
+    except ValueError:
+        choices = ", ".join(DuplicatePolicy.values)
+        raise ValidationError(
+            f"unknown duplicate policy {duplicate_policy!r}: use {choices}"
+        ) from None
     list_name = list_name.strip()
     if not list_name:
         raise ValidationError("the list name must not be blank")
@@ -129,26 +157,38 @@ def contacts_import(
                 rejects.columns(reader.columns.headers)
             contact_list, _ = ContactList.objects.get_or_create(name=list_name)
             result = ContactImportResult(
-                list_id=contact_list.pk, list_name=contact_list.name, file=reader.describe()
+                list_id=contact_list.pk,
+                list_name=contact_list.name,
+                file=reader.describe(),
+                duplicate_policy=policy.value,
             )
-            writer = ContactWriter(list_id=contact_list.pk)
-            batches = (copy_payload(b) for b in contact_batches(reader, size=batch_size))
+            # Last row wins writes each batch as it comes; the other policies must see the
+            # whole file first (campaigns.audience.writer).
+            as_read = policy == DuplicatePolicy.LAST
+            writer = ContactWriter(list_id=contact_list.pk, as_read=as_read)
+            with_cells = policy == DuplicatePolicy.REJECT
+            batches = (
+                copy_payload(b, with_cells=with_cells, merged=as_read)
+                for b in contact_batches(reader, size=batch_size)
+            )
             with ReadAhead(batches, depth=IMPORT_READ_AHEAD) as ahead:
                 for batch in ahead:
-                    inserted, added = writer.write(batch)
-                    _tally(result, batch.rows, batch.rejections, inserted, added)
-                    result.repeated += len(batch.repeats)
-                    more = max(max_listed_rejections - len(result.repeats), 0)
-                    result.repeats.extend(
-                        {"line": line, "phone": phone, "merged_into_line": first}
-                        for line, phone, first in batch.repeats[:more]
-                    )
-                    room = max_listed_rejections - len(result.rejections)
-                    result.rejections.extend(batch.rejections[: max(room, 0)])
-                    if rejects is not None:
-                        rejects.write(batch.rejections)
+                    _written(result, writer.stage(batch))
+                    result.rows_total += batch.rows
+                    _reject(result, batch.rejections, rejects, max_listed_rejections)
                     if progress is not None:
                         progress(result.rows_total)
+            if writing is not None and not as_read:
+                writing(0)
+            counts = duplicates_resolve(policy)
+            if not as_read:
+                for written in writer.write(lines=batch_size, progress=writing):
+                    _written(result, written)
+            result.repeated = counts.merged
+            result.repeats = duplicates_merged(limit=max_listed_rejections)
+            result.duplicates_rejected = counts.rejected
+            if counts.rejected:
+                _reject(result, duplicates_rejected(), rejects, max_listed_rejections)
     finally:
         if rejects is not None:
             rejects.close()
@@ -166,14 +206,23 @@ def contacts_import(
     return result
 
 
-def _tally(
-    result: ContactImportResult,
-    rows: int,
-    rejections: Sequence[Rejection],
-    inserted: int,
-    added: int,
-) -> None:
-    result.rows_total += rows
-    result.rejected += len(rejections)
+def _written(result: ContactImportResult, written: tuple[int, int]) -> None:
+    inserted, added = written
     result.imported += inserted
     result.added_to_list += added
+
+
+def _reject(
+    result: ContactImportResult,
+    rejections: Iterable[Rejection],
+    rejects: RejectsWriter | None,
+    listed: int,
+) -> None:
+    """Count, list (the first ``listed``) and write rejected rows, a block at a time."""
+    items = iter(rejections)
+    while block := list(itertools.islice(items, 5000)):
+        result.rejected += len(block)
+        room = listed - len(result.rejections)
+        result.rejections.extend(block[: max(room, 0)])
+        if rejects is not None:
+            rejects.write(block)

@@ -172,7 +172,7 @@ class ContactReader:
             for at, key in attribute_at:
                 if at < width and (value := cells[at].strip()):
                     attributes[key] = value
-            yield ContactRow(line, phone, name, attributes)
+            yield ContactRow(line, phone, name, attributes, cells)
 
 
 def _prepend(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,9 @@ class ContactRow:
     phone: str
     name: str
     attributes: dict[str, str]
+    # The row's cells as the file had them: a duplicate the policy rejects goes back to the
+    # rejects file with them.
+    cells: Sequence[str] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from campaigns.audience.encodings import SNIFF_BYTES, detect_encoding, sniff_del
 from campaigns.audience.importing import contacts_import
 from campaigns.audience.rows import ImportFileError
 from campaigns.audience.xlsx_head import xlsx_head
-from campaigns.models import ContactList, ContactUpload, ContactUploadStatus
+from campaigns.models import ContactList, ContactUpload, ContactUploadStatus, DuplicatePolicy
 from whatsblast.core import queues
 from whatsblast.core.redis import get_redis
 
@@ -211,14 +211,18 @@ def contact_upload_queue(
     name_column: str = "",
     region: str = "",
     attribute_columns: list[str] | None = None,
+    duplicate_policy: str = DuplicatePolicy.LAST,
 ) -> ContactUpload:
-    """Record the column choice and queue the import (after the commit)."""
+    """Record the column choice and duplicate policy, and queue the import (after the
+    commit)."""
     if upload.status not in (ContactUploadStatus.MAPPING, ContactUploadStatus.FAILED):
         raise ValidationError(f"this upload is already {upload.get_status_display().lower()}")
     if not _source_path(upload).exists():
         raise ValidationError("the uploaded file is gone; upload it again")
     preview = contact_upload_preview(upload=upload)
     errors = _mapping_errors(preview, phone_column, name_column, region, attribute_columns)
+    if duplicate_policy not in DuplicatePolicy.values:
+        errors["duplicate_policy"] = "Choose what to do with a number on several rows."
     if errors:
         raise ValidationError(errors)
     upload.phone_column = phone_column if preview.has_header else ""
@@ -227,6 +231,7 @@ def contact_upload_queue(
     upload.attribute_columns = (
         preview.other_columns if attribute_columns is None else list(attribute_columns)
     )
+    upload.duplicate_policy = duplicate_policy
     upload.status = ContactUploadStatus.QUEUED
     upload.rows_read = 0
     upload.error = ""
@@ -270,6 +275,9 @@ def _mapping_errors(
 _PROGRESS_SQL = """
 UPDATE campaigns_contactupload SET rows_read = %s, progress_at = now() WHERE id = %s
 """
+_WRITING_SQL = """
+UPDATE campaigns_contactupload SET write_percent = %s, progress_at = now() WHERE id = %s
+"""
 
 
 class _ProgressWriter:
@@ -280,6 +288,10 @@ class _ProgressWriter:
     def __call__(self, rows: int) -> None:
         with self._connection.cursor() as cursor:
             cursor.execute(_PROGRESS_SQL, [rows, self._upload_id])
+
+    def writing(self, percent: int) -> None:
+        with self._connection.cursor() as cursor:
+            cursor.execute(_WRITING_SQL, [percent, self._upload_id])
 
     def close(self) -> None:
         self._connection.close()
@@ -293,6 +305,7 @@ def contact_upload_run(*, upload_id: int) -> ContactUpload | None:
         started_at=timezone.now(),
         progress_at=timezone.now(),
         rows_read=0,
+        write_percent=None,
     )
     if not claimed:
         return None
@@ -308,9 +321,12 @@ def contact_upload_run(*, upload_id: int) -> ContactUpload | None:
             phone_column=upload.phone_column or None,
             name_column=upload.name_column or None,
             attribute_columns=upload.attribute_columns,
+            duplicate_policy=upload.duplicate_policy,
             rejects_path=upload_dir() / rejects_name,
             max_listed_rejections=LISTED_REJECTIONS,
+            batch_size=settings.CONTACT_IMPORT_BATCH_SIZE,
             progress=progress,
+            writing=progress.writing,
         )
     except (ImportFileError, ValidationError) as exc:
         message = str(exc) if isinstance(exc, ImportFileError) else "; ".join(exc.messages)
@@ -357,14 +373,24 @@ def _finish(upload: ContactUpload, **fields: Any) -> ContactUpload:
 
 
 def contact_upload_progress(*, upload: ContactUpload) -> dict[str, Any]:
-    """What the progress bar shows: rows so far against the estimate, and whether it ended."""
+    """What the progress bar shows: rows so far against the estimate, and whether it ended.
+
+    A policy that writes only once the whole file is read (first row wins, reject repeated
+    numbers) has two stages of the bar: reading the file fills its first half, resolving the
+    repeated numbers and writing the contacts its second, and the label names the stage.
+    """
     estimate = upload.rows_estimate
     finished = upload.status in (ContactUploadStatus.DONE, ContactUploadStatus.FAILED)
+    two_stages = upload.duplicate_policy != DuplicatePolicy.LAST
+    writing = upload.status == ContactUploadStatus.RUNNING and upload.write_percent is not None
     if upload.status == ContactUploadStatus.DONE:
         percent: int | None = 100
+    elif writing:
+        percent = min(99, 50 + int(upload.write_percent or 0) // 2)
     elif estimate:
         # The estimate counts lines; never show 100 % before the import says it is done.
-        percent = min(99, int(upload.rows_read * 100 / estimate))
+        read = upload.rows_read * 100 / estimate
+        percent = min(49, int(read / 2)) if two_stages else min(99, int(read))
     else:
         percent = None
     last_move = upload.progress_at or upload.started_at
@@ -373,12 +399,25 @@ def contact_upload_progress(*, upload: ContactUpload) -> dict[str, Any]:
         and last_move is not None
         and timezone.now() - last_move > STALLED_AFTER
     )
+    label = f"{upload.get_status_display()}: {upload.rows_read:,} rows"
+    if writing:
+        label += (
+            " read; resolving the repeated numbers"
+            if not upload.write_percent
+            else f" read; writing the contacts, {upload.write_percent} % done"
+        )
+    elif estimate:
+        label += f" of about {estimate:,}"
+    if percent is not None and not finished:
+        label += f" ({percent} %)"
     return {
         "status": upload.status,
         "status_label": upload.get_status_display(),
+        "label": label,
         "rows_read": upload.rows_read,
         "rows_estimate": estimate,
         "percent": percent,
+        "writing": writing,
         "finished": finished,
         "stalled": stalled,
         "error": upload.error,

@@ -161,7 +161,7 @@ def message_preview(
             missing = [f for f in fields if contact.field_value(f) in (None, "")]
             rendered = message_render(template, params_render(template, complete, contact))
             samples.append(
-                {"to": contact.phone, "name": contact.name, "missing": missing, **rendered}
+                {"to": contact.recipient, "name": contact.name, "missing": missing, **rendered}
             )
     else:
         complete, _ = _completed(slots, mapping, examples=True)

@@ -205,6 +205,8 @@ def changelist_queries(staff: Client, model: type) -> int:
 
 def test_list_pages_cost_the_same_with_more_rows(staff: Client, rows: dict[str, Any]) -> None:
     campaign = rows["campaign"]
+    # The first page of a session also reads the person's preferences (kept in the session).
+    assert staff.get("/admin/").status_code == 200
     few = {m: changelist_queries(staff, m) for m in (Message, type(rows["campaign"]))}
     contacts_few = changelist_queries(staff, type(rows["message"].contact))
     for i in range(20):
@@ -213,3 +215,27 @@ def test_list_pages_cost_the_same_with_more_rows(staff: Client, rows: dict[str, 
         make_contact(phone=f"+55219999{i:05d}")
     assert {m: changelist_queries(staff, m) for m in few} == few
     assert changelist_queries(staff, type(rows["message"].contact)) == contacts_few
+
+
+def test_a_contact_known_only_by_its_user_id_is_listed_added_and_found(staff: Client) -> None:
+    from campaigns.models import Contact
+
+    make_contact(phone="+5511999990001", name="Ana")
+    url = admin_url(Contact, "add")
+    base = {"phone": "", "name": "Bo", "attributes": "", "opted_in_at": "", "opted_out_at": ""}
+    # Neither a phone nor a user id: refused by the form, nothing stored.
+    response = staff.post(url, {**base, "user_id": ""})
+    assert response.status_code == 200 and Contact.objects.count() == 1
+    assert "A contact needs a phone or a WhatsApp user id." in response.content.decode()
+    # A user id alone is a contact; its phone is stored empty (NULL), not "".
+    assert staff.post(url, {**base, "user_id": "US.13491208655302741918"}).status_code == 302
+    bo = Contact.objects.get(name="Bo")
+    assert bo.phone is None and bo.user_id == "US.13491208655302741918"
+    # A phone that is not E.164 is still refused.
+    response = staff.post(url, {**base, "phone": "5511999990002", "user_id": ""})
+    assert response.status_code == 200 and Contact.objects.count() == 2
+    listing = staff.get(admin_url(Contact, "changelist")).content.decode()
+    assert "US.13491208655302741918" in listing and "+5511999990001" in listing
+    found = staff.get(admin_url(Contact, "changelist"), {"q": "US.13491208655302741918"})
+    assert found.context["cl"].result_count == 1
+    assert staff.get(admin_url(Contact, "change", bo.pk)).status_code == 200

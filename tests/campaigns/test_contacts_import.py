@@ -263,3 +263,118 @@ def test_rows_repeating_a_number_are_listed_with_the_row_they_were_merged_into(
     ]
     ana = Contact.objects.get(phone="+5511999990001")
     assert (ana.name, ana.attributes) == ("Ana", {"city": "Olinda"})
+
+
+# Two numbers repeated, each pair split across batches of two rows (and 0001 three times).
+SPLIT_REPEATS = (
+    "phone,name,city,plan\n"
+    "+5511999990001,Ana,Recife,gold\n"  # line 2
+    "+5511999990002,Bia,,\n"  # line 3
+    "+5511999990003,Caio,Natal,\n"  # line 4
+    "+55 11 99999-0001,,Olinda,\n"  # line 5: 0001 again
+    "+5511999990002,Beatriz,,silver\n"  # line 6: 0002 again
+    "5511999990001,Ana Maria,,\n"  # line 7: 0001 a third time
+)
+SPLIT_REPEATED_LINES = [
+    {"line": 5, "phone": "+5511999990001", "merged_into_line": 2},
+    {"line": 6, "phone": "+5511999990002", "merged_into_line": 3},
+    {"line": 7, "phone": "+5511999990001", "merged_into_line": 2},
+]
+
+
+def contacts_by_phone() -> dict[str, tuple[str, dict[str, str]]]:
+    return {c.phone: (c.name, c.attributes) for c in Contact.objects.all()}
+
+
+def test_last_row_wins_across_the_whole_file(tmp_path: Path) -> None:
+    path = csv_file(tmp_path, SPLIT_REPEATS)
+    result = contacts_import(path=path, list_name="l", region="BR", batch_size=2)
+    summary = result.as_dict()
+    assert (result.rows_total, result.imported, result.merged, result.rejected) == (6, 3, 3, 0)
+    assert summary["duplicate_policy"] == "last" and summary["repeated"] == 3
+    assert summary["repeats"] == SPLIT_REPEATED_LINES
+    assert contacts_by_phone() == {
+        "+5511999990001": ("Ana Maria", {"city": "Olinda", "plan": "gold"}),
+        "+5511999990002": ("Beatriz", {"plan": "silver"}),
+        "+5511999990003": ("Caio", {"city": "Natal"}),
+    }
+    assert result.added_to_list == 3 and ListMembership.objects.count() == 3
+
+
+def test_first_row_wins_across_the_whole_file(tmp_path: Path) -> None:
+    path = csv_file(tmp_path, SPLIT_REPEATS)
+    result = contacts_import(
+        path=path, list_name="l", region="BR", batch_size=2, duplicate_policy="first"
+    )
+    assert (result.imported, result.merged, result.rejected, result.repeated) == (3, 3, 0, 3)
+    assert result.repeats == SPLIT_REPEATED_LINES
+    assert contacts_by_phone() == {
+        "+5511999990001": ("Ana", {"city": "Recife", "plan": "gold"}),
+        "+5511999990002": ("Bia", {}),
+        "+5511999990003": ("Caio", {"city": "Natal"}),
+    }
+
+
+def test_reject_policy_rejects_every_row_of_a_repeated_number_into_the_rejects_file(
+    tmp_path: Path,
+) -> None:
+    existing = make_contact(phone="+5511999990002", name="Old", attributes={"plan": "bronze"})
+    path = csv_file(tmp_path, SPLIT_REPEATS)
+    rejects = tmp_path / "rejects.csv"
+    result = contacts_import(
+        path=path,
+        list_name="l",
+        region="BR",
+        batch_size=2,
+        duplicate_policy="reject",
+        rejects_path=rejects,
+    )
+    summary = result.as_dict()
+    assert (result.imported, result.merged, result.rejected) == (1, 0, 5)
+    assert (summary["repeated"], summary["repeats"], summary["duplicates_rejected"]) == (0, [], 5)
+    assert [r["line"] for r in summary["rejections"]] == [2, 3, 5, 6, 7]
+    assert summary["rejections"][0] == {
+        "line": 2,
+        "value": "+5511999990001",
+        "reason": "the number is also on lines 5, 7: repeated numbers are rejected",
+    }
+    assert summary["rejections"][1]["reason"] == (
+        "the number is also on line 6: repeated numbers are rejected"
+    )
+    # Nothing of the repeated numbers was written: the existing contact is as it was.
+    assert contacts_by_phone() == {
+        "+5511999990002": ("Old", {"plan": "bronze"}),
+        "+5511999990003": ("Caio", {"city": "Natal"}),
+    }
+    assert members("l") == {"+5511999990003"} and existing.lists.count() == 0
+    # The rejects file has each row's own cells under the file's header: fix, upload again.
+    rows = list(csv.reader(rejects.open(encoding="utf-8")))
+    assert rows[0] == ["line", "value", "reason", "phone", "name", "city", "plan"]
+    assert [row[0] for row in rows[1:]] == ["2", "3", "5", "6", "7"]
+    assert rows[3][3:] == ["'+55 11 99999-0001", "", "Olinda", ""]  # spreadsheet-safe
+    fixed = csv_file(
+        tmp_path,
+        "phone,name,city,plan\n" + "\n".join(",".join(r[3:]) for r in rows[1:] if r[0] != "5"),
+        name="fixed.csv",
+    )
+    again = contacts_import(path=fixed, list_name="l", region="BR", duplicate_policy="reject")
+    assert again.rejected == 4  # 0001 twice, 0002 twice: still repeated, still refused
+
+
+def test_reject_policy_leaves_rows_after_rejections_from_the_reader_in_order(
+    tmp_path: Path,
+) -> None:
+    path = csv_file(tmp_path, "phone\n+5511999990001\nabc\n+5511999990001\n+5511999990004\n")
+    result = contacts_import(path=path, list_name="l", duplicate_policy="reject", batch_size=1)
+    assert [(r.line, r.reason) for r in result.rejections] == [
+        (3, "invalid phone number"),
+        (2, "the number is also on line 4: repeated numbers are rejected"),
+        (4, "the number is also on line 2: repeated numbers are rejected"),
+    ]
+    assert (result.imported, result.rejected) == (1, 3)
+
+
+def test_an_unknown_duplicate_policy_is_refused(tmp_path: Path) -> None:
+    path = csv_file(tmp_path, "phone\n+5511999990001\n")
+    with pytest.raises(ValidationError, match="unknown duplicate policy 'newest'"):
+        contacts_import(path=path, list_name="l", duplicate_policy="newest")

@@ -248,7 +248,7 @@ def test_broken_xlsx_is_refused(tmp_path: Path) -> None:
         read(write(tmp_path, b"PK\x03\x04garbage", name="broken.xlsx"))
 
 
-def test_batches_merge_duplicates_within_the_file() -> None:
+def test_batches_keep_every_row_in_file_order() -> None:
     rows: list[ContactRow | Rejection] = [
         ContactRow(2, "+5511999990001", "Ana", {"city": "SP", "plan": "a"}),
         ContactRow(3, "+5511999990001", "", {"plan": "b"}),
@@ -256,19 +256,36 @@ def test_batches_merge_duplicates_within_the_file() -> None:
         ContactRow(5, "+5511999990002", "Bia", {}),
     ]
     (batch,) = contact_batches(rows, size=10)
-    assert batch.rows == 4 and batch.duplicates == 1
-    assert batch.contacts == {
-        "+5511999990001": ["Ana", {"city": "SP", "plan": "b"}],
-        "+5511999990002": ["Bia", {}],
-    }
+    # Repeated numbers are resolved across the whole file in SQL, not per batch.
+    assert batch.rows == 4
+    assert [(r.line, r.phone) for r in batch.contacts] == [
+        (2, "+5511999990001"),
+        (3, "+5511999990001"),
+        (5, "+5511999990002"),
+    ]
+    assert [r.line for r in batch.rejections] == [4]
     assert [b.rows for b in contact_batches(rows, size=3)] == [3, 1]
+    # Last row wins merges the batch's own repeats for its upsert; staging keeps each line.
+    copy_payload(batch, merged=True)
+    assert batch.payload == "2\t+5511999990001\n3\t+5511999990001\n5\t+5511999990002\n"
+    assert batch.merged_payload == (
+        '+5511999990001\tAna\t{"city":"SP","plan":"b"}\n+5511999990002\tBia\t{}\n'
+    )
 
 
 def test_copy_payload_escapes_copy_text_format() -> None:
     (batch,) = contact_batches(
         [ContactRow(2, "+5511999990001", "a\tb\\c", {"note": "x\ny"})], size=10
     )
-    assert copy_payload(batch).payload == '+5511999990001\ta\\tb\\\\c\t{"note":"x\\\\ny"}\n'
+    assert copy_payload(batch).payload == (
+        '2\t+5511999990001\ta\\tb\\\\c\t{"note":"x\\\\ny"}\t\\N\n'
+    )
+    (batch,) = contact_batches(
+        [ContactRow(7, "+5511999990001", "a", {}, ["+5511999990001", "a\tb"])], size=10
+    )
+    assert copy_payload(batch, with_cells=True).payload == (
+        '7\t+5511999990001\ta\t{}\t["+5511999990001","a\\\\tb"]\n'
+    )
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 
+from campaigns.audience.importing import contacts_import
 from campaigns.audience.rows import ImportFileError
 from campaigns.audience.uploads import (
     _ProgressWriter,
@@ -214,3 +215,74 @@ def test_progress_is_visible_while_the_import_transaction_is_open() -> None:
     finally:
         writer.close()
         observer.close()
+
+
+def test_a_first_wins_import_reports_its_write_stage_after_reading_the_whole_file() -> None:
+    lines = ["phone"] + [f"+5511900{n:06d}" for n in range(1, 1001)] + ["+5511900000001"]
+    read: list[int] = []
+    written: list[int] = []
+    events: list[str] = []
+
+    def reading(rows: int) -> None:
+        read.append(rows)
+        events.append("read")
+
+    def writing(percent: int) -> None:
+        written.append(percent)
+        events.append("write")
+
+    result = contacts_import(
+        path=stored("\n".join(lines) + "\n"),
+        list_name="two stages",
+        duplicate_policy="first",
+        batch_size=100,
+        progress=reading,
+        writing=writing,
+    )
+
+    assert (result.imported, result.repeated) == (1000, 1)
+    assert read[-1] == 1001 and len(read) >= 10
+    # Every row is read before anything is written; then 0 (resolving), then up to 100.
+    assert events.index("write") == len(read)
+    assert written[0] == 0 and written[-1] == 100 and len(written) >= 10
+    assert written == sorted(written)
+
+
+def test_a_last_wins_import_has_no_write_stage() -> None:
+    written: list[int] = []
+    contacts_import(
+        path=stored(GOOD_CSV), list_name="one stage", phone_column="WhatsApp",
+        writing=written.append,
+    )  # fmt: skip
+    assert written == []
+
+
+def test_the_bar_of_a_two_stage_import_fills_its_halves_in_turn() -> None:
+    upload = contact_upload_create(
+        contact_list=make_contact_list(), path=stored(GOOD_CSV), original_name="a.csv", user=None
+    )
+
+    def shown(**fields: Any) -> dict[str, Any]:
+        ContactUpload.objects.filter(pk=upload.pk).update(**fields)
+        upload.refresh_from_db()
+        return contact_upload_progress(upload=upload)
+
+    running = {"status": ContactUploadStatus.RUNNING, "rows_estimate": 2000}
+    # Last row wins writes as it reads: the whole bar is the reading.
+    last = shown(duplicate_policy="last", rows_read=1000, write_percent=None, **running)
+    assert (last["percent"], last["writing"]) == (50, False)
+    assert last["label"] == "Importing: 1,000 rows of about 2,000 (50 %)"
+
+    reading = shown(duplicate_policy="first", rows_read=1000, **running)
+    assert (reading["percent"], reading["writing"]) == (25, False)
+    all_read = shown(rows_read=2100)  # the estimate counts lines: it can fall short
+    assert all_read["percent"] == 49
+    resolving = shown(write_percent=0)
+    assert (resolving["percent"], resolving["writing"]) == (50, True)
+    assert resolving["label"] == "Importing: 2,100 rows read; resolving the repeated numbers (50 %)"
+    writing = shown(duplicate_policy="reject", write_percent=60)
+    assert writing["percent"] == 80
+    assert writing["label"] == "Importing: 2,100 rows read; writing the contacts, 60 % done (80 %)"
+    assert shown(write_percent=100)["percent"] == 99  # 100 only once the import is done
+    done = shown(status=ContactUploadStatus.DONE)
+    assert (done["percent"], done["writing"], done["finished"]) == (100, False, True)

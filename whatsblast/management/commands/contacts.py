@@ -8,6 +8,7 @@ from typing import Any
 from django.core.management.base import CommandParser
 
 from campaigns.audience.importing import IMPORT_BATCH_SIZE, MAX_LISTED_REJECTIONS, contacts_import
+from campaigns.models import DuplicatePolicy
 from whatsblast.management.base import SubcommandCommand
 
 
@@ -43,7 +44,15 @@ class Command(SubcommandCommand):
         parser.add_argument(
             "--rejects",
             metavar="FILE",
-            help="write every rejected row (line, value, reason) to this CSV",
+            help="write every rejected row (line, value, reason, its cells) to this CSV",
+        )
+        parser.add_argument(
+            "--duplicates",
+            choices=DuplicatePolicy.values,
+            default=DuplicatePolicy.LAST.value,
+            help="a number on several rows of the file: the last row wins (its non-blank "
+            "cells over the earlier ones'), the first row wins, or every such row is "
+            "rejected (default: last)",
         )
         parser.add_argument(
             "--max-rejections",
@@ -67,5 +76,6 @@ class Command(SubcommandCommand):
             rejects_path=options["rejects"],
             max_listed_rejections=max(options["max_rejections"], 0),
             batch_size=max(options["batch_size"], 1),
+            duplicate_policy=options["duplicates"],
         )
         self.stdout.write(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
