@@ -135,13 +135,15 @@ def _iso(value: Any) -> str:
 
 # --- creation ------------------------------------------------------------------------------
 
-# One row per distinct phone across the campaign's lists (a contact in two lists is one
-# recipient). Opted-out contacts, and marketing templates to US numbers (Meta does not
-# deliver those), become `skipped` rows so the campaign's report accounts for everyone.
-# ON CONFLICT on the (campaign, to) unique index makes a second launch a no-op. The params
-# expression, the number each row is sent from (one, or a pool's pick), the joins that
-# find each row's first due time and that time come from the launch (campaign params
-# rendered in SQL, sender pools, send windows, a canary's hold).
+# One row per contact across the campaign's lists (a contact in two lists is one
+# recipient), sent to its phone, or to its user id when it has no phone (Meta's
+# `recipient`; the phone wins when both are known, as Meta recommends). Opted-out
+# contacts, and marketing templates to US numbers (Meta does not deliver those), become
+# `skipped` rows so the campaign's report accounts for everyone. ON CONFLICT on the
+# (campaign, to) unique index makes a second launch a no-op. The params expression, the
+# number each row is sent from (one, or a pool's pick), the joins that find each row's
+# first due time and that time come from the launch (campaign params rendered in SQL,
+# sender pools, send windows, a canary's hold).
 _CAMPAIGN_INSERT_SQL = f"""
 INSERT INTO delivery_message
        (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
@@ -149,7 +151,7 @@ INSERT INTO delivery_message
         last_error_title, last_error_details, error_history, created_at,
         conversation_id, pricing_category, request_sha256)
 SELECT '{MessageKind.CAMPAIGN}', %(campaign_id)s, c.id, {{number_expr}}, %(template_id)s,
-       c.phone, {{params_expr}}, '',
+       COALESCE(c.phone, c.user_id), {{params_expr}}, '',
        CASE WHEN c.opted_out_at IS NOT NULL THEN '{S.SKIPPED}'
             WHEN %(us_blocked)s AND c.phone LIKE '+1%%' THEN '{S.SKIPPED}'
             ELSE '{S.PENDING}' END,
@@ -609,9 +611,12 @@ def dead_requeue(*, ids: Sequence[int], entry: dict[str, Any]) -> int:
 # --- status callbacks ------------------------------------------------------------------------
 
 # Rank of a message's current state. Open states (pending, sending, unknown) rank below
-# `sent`: any callback is evidence the send went out, which settles an ambiguous send.
-# States absent here (dead, skipped, cancelled) are final and never moved by a callback.
-CURRENT_RANK: dict[str, int] = {**{s: 0 for s in OPEN_STATUSES}, **STATUS_RANK}
+# `sent`: any callback is evidence the send went out, which settles an ambiguous send. So
+# does `cancelled`: a row cancelled after an ambiguous attempt (put back to pending, then
+# its campaign cancelled) may have reached Meta after all, and Meta's word that it was
+# delivered is what the report and the bill must show. States absent here (dead, skipped)
+# are final and never moved by a callback.
+CURRENT_RANK: dict[str, int] = {**{s: 0 for s in OPEN_STATUSES}, S.CANCELLED: 0, **STATUS_RANK}
 # Statuses a callback can move a message to; `played` (voice) and anything unknown are
 # counted in the event's summary but change nothing.
 APPLIED_STATUSES = frozenset(s for s, rank in STATUS_RANK.items() if rank > 0)
@@ -652,7 +657,7 @@ _FAILS = f"({_ADVANCES} AND u.status = '{S.FAILED}')"
 # as one JSON array of rows: json.dumps builds it in C, where binding thirteen arrays
 # quoted every element in Python (a third of the applier's time).
 # - The status moves only forward: rank(new) > rank(current). Rank is NULL for final states
-#   (dead, skipped, cancelled), and NULL > x is never true, so they are not touched.
+#   (dead, skipped), and NULL > x is never true, so they are not touched.
 # - Timestamps, the wamid and the billing fields only fill blanks, so a late `delivered`
 #   still records its time and pricing under a `read` without moving the status back.
 #   (A wamid is offered only when no row holds it yet: see webhooks.statuses.)

@@ -18,7 +18,9 @@ from tests.factories import (
     make_phone_number,
     make_template,
 )
+from webhooks.applier import events_drain
 from whatsblast.rq import SimpleWorker
+from whatsblast.tick import maintenance_tick
 
 QUEUES = ("transactional", "campaigns", "maintenance")
 
@@ -73,7 +75,13 @@ def campaign_on(
         ListMembership(contact_list=contact_list, contact=c) for c in contacts
     )
     template = make_template(account=number.account, name=f"promo_{number.pk}")
-    server.add_template(name=template.name, language=template.language, body_params=1)
+    server.add_template(
+        name=template.name,
+        language=template.language,
+        body_params=1,
+        waba_id=number.account.waba_id,
+        category=template.category,
+    )
     return make_campaign(phone_number=number, template=template, lists=[contact_list], **fields)
 
 
@@ -81,6 +89,15 @@ def work_burst(*queues: str) -> None:
     """Run every queued job (and the jobs they enqueue) in this process, then return."""
     worker = django_rq.get_worker(*(queues or QUEUES), worker_class=SimpleWorker)
     worker.work(burst=True, with_scheduler=False)
+
+
+def settle(sim: SimulatorServer) -> None:
+    """Send what is due, let every callback land, apply them, and tick (three rounds)."""
+    for _ in range(3):
+        work_burst()
+        assert sim.wait_webhooks_idle(timeout=30)
+        events_drain(budget_seconds=30)
+        maintenance_tick()
 
 
 def max_per_second(histogram: dict[str, int]) -> int:
@@ -97,3 +114,11 @@ def reset_client() -> None:
         if cloud_api._client is not None:
             cloud_api._client.close()
         cloud_api._client = None
+
+
+def simulator_calling(live_server: Any, app_secret: str, **config: Any) -> Any:
+    """A simulator that posts its signed callbacks to the live server's webhook, no reads."""
+    config.setdefault("read_fraction", 0.0)
+    return running_simulator(
+        callback_url=f"{live_server.url}/webhooks/whatsapp", app_secret=app_secret, **config
+    )

@@ -13,10 +13,10 @@ from campaigns.audience.uploads import contact_upload_run_report
 from delivery.campaigns.launch import campaign_start_scheduled
 from delivery.campaigns.launch_queue import campaign_launch_queued
 from delivery.cloud.template_sync import templates_sync_all
-from delivery.engine.send_service import number_slot_send
-from delivery.engine.transactional import transactional_send
+from delivery.engine.send_service import number_slot_send, transactional_message_send
 from delivery.graph_reads import numbers_graph_read_all
 from webhooks.applier import events_drain
+from whatsblast.core import queues
 from whatsblast.tick import maintenance_tick
 
 
@@ -37,7 +37,9 @@ def campaign_start_job(campaign_id: int) -> dict[str, Any]:
 
 
 def transactional_send_job(message_id: int) -> str:
-    return str(transactional_send(message_id=message_id))
+    """Send one transactional message: on this worker's transactional lane (the job returns
+    at once), or in place without a send service."""
+    return transactional_message_send(message_id=message_id)
 
 
 def maintenance_tick_job() -> dict[str, Any]:
@@ -47,10 +49,12 @@ def maintenance_tick_job() -> dict[str, Any]:
 def webhook_apply_job() -> dict[str, int]:
     """Apply stored callback events until none is pending (or the time budget is spent).
 
-    Enqueued (debounced) after each stored POST; the tick's sweep also drains. Returns
-    the run's counts.
+    Enqueued (debounced) after each stored POST; the tick's sweep also drains. Between
+    batches it steps aside (a continuation is queued behind) when transactional or campaign
+    jobs wait: a worker in a minute-long drain would hold an OTP, or a number's slot
+    handed over by a stopping worker, for that minute. Returns the run's counts.
     """
-    return events_drain().as_dict()
+    return events_drain(step_aside=queues.urgent_jobs_waiting).as_dict()
 
 
 def template_sync_all_job() -> list[dict[str, Any]]:

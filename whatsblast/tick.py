@@ -5,8 +5,8 @@ tick puts everything back in motion: leases expired and ambiguous sends settled,
 schedules launched, canaries judged and released, the quality guard's verdicts on running
 campaigns, running campaigns without a sender
 given one, transactional sends re-queued, webhook events a missed enqueue left behind
-applied, launches and uploads whose job was lost queued again, the template catalogue
-synced on its interval.
+applied, launches and uploads whose job was lost queued again, the campaigns' message
+counters folded, the template catalogue synced on its interval.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from delivery.campaigns.canary import canaries_check
 from delivery.campaigns.guard import guards_run
 from delivery.campaigns.launch import schedules_due_queue
 from delivery.campaigns.launch_queue import launches_requeue_lost
+from delivery.campaigns.status_counts import status_counts_fold
 from delivery.cloud.template_sync import template_sync_schedule
 from delivery.engine.dispatch import campaigns_due_kick, transactional_due_requeue
 from delivery.engine.reconcile import reconcile
@@ -51,6 +52,8 @@ def maintenance_tick() -> dict[str, Any]:
         "guard": guarded,
         "launches_requeued": launches_requeue_lost(),
         "uploads_requeued": contact_uploads_requeue_lost(),
+        # The campaigns' message counters: the deltas the triggers appended, folded.
+        "status_counts_folded": status_counts_fold(),
         # The template catalogue, at most once per TEMPLATE_SYNC_INTERVAL_SECONDS.
         "templates_sync_queued": template_sync_schedule(),
         # Numbers and accounts read from the Graph API, once per GRAPH_READ_INTERVAL_SECONDS.

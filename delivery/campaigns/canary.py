@@ -85,7 +85,7 @@ _BOUNDARY_SQL = """
 SELECT c.id
   FROM campaigns_contact AS c
  WHERE c.opted_out_at IS NULL
-   AND NOT (%(us_blocked)s AND c.phone LIKE '+1%%')
+   AND NOT (%(us_blocked)s AND coalesce(c.phone, '') LIKE '+1%%')
    AND c.id IN (SELECT contact_id FROM campaigns_listmembership
                  WHERE contact_list_id = ANY(%(list_ids)s))
  ORDER BY c.id

@@ -23,7 +23,7 @@ from campaigns.models import (
     TemplateStatus,
 )
 from delivery.campaigns.canary import CanaryHold, canary_hold
-from delivery.campaigns.pools import campaign_pool, pool_number_sql, pool_validate
+from delivery.campaigns.pools import campaign_pool, pool_homes_assign, pool_validate
 from delivery.campaigns.schedule import launch_schedule
 from delivery.engine.dispatch import campaign_kick, campaign_schedule
 from delivery.messages import campaign_messages_create
@@ -53,7 +53,7 @@ class LaunchSummary:
 # Contacts that would be sent to but lack a mapped field: refused before launch, so a
 # typo in the mapping costs an error message, not a million failed sends.
 _MISSING_FIELD_SQL = """
-SELECT count(*), (array_agg(c.phone ORDER BY c.id))[1:5]
+SELECT count(*), (array_agg(COALESCE(c.phone, c.user_id) ORDER BY c.id))[1:5]
   FROM campaigns_contact AS c
  WHERE c.opted_out_at IS NULL
    AND c.id IN (SELECT contact_id FROM campaigns_listmembership
@@ -83,7 +83,8 @@ def campaign_validate(*, campaign: Campaign) -> None:
                 continue
             if field == "name":
                 cursor.execute(
-                    "SELECT count(*), (array_agg(c.phone ORDER BY c.id))[1:5] "
+                    "SELECT count(*), "
+                    "(array_agg(COALESCE(c.phone, c.user_id) ORDER BY c.id))[1:5] "
                     "FROM campaigns_contact c WHERE c.opted_out_at IS NULL AND c.name = '' "
                     "AND c.id IN (SELECT contact_id FROM campaigns_listmembership "
                     "WHERE contact_list_id = ANY(%s))",
@@ -155,7 +156,7 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     hold = canary_hold(campaign=campaign, list_ids=list_ids, us_blocked=us_blocked)
     pool = campaign_pool(campaign)
     pool_validate(campaign, pool)
-    number_expr, number_params = pool_number_sql(pool)
+    number_expr, number_params = pool_homes_assign(pool, list_ids=list_ids, us_blocked=us_blocked)
     with connection.cursor() as cursor:
         schedule.load(cursor)
     campaign_messages_create(

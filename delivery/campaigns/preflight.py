@@ -230,7 +230,8 @@ def _audience_count(
         condition = f"c.opted_out_at IS NULL AND {_empty_sql(index, name)}"
         missing_sql += (
             f",\n count(*) FILTER (WHERE {condition}),"
-            f"\n (array_agg(c.phone ORDER BY c.id) FILTER (WHERE {condition}))"
+            "\n (array_agg(COALESCE(c.phone, c.user_id) ORDER BY c.id)"
+            f" FILTER (WHERE {condition}))"
             f"[1:{MISSING_EXAMPLES}]"
         )
         params[f"field{index}"] = name

@@ -57,7 +57,7 @@ SELECT count(*), sum(rc.price), count(*) FILTER (WHERE rc.price IS NULL), max(rc
 
 _ESTIMATE_DRAFT_SQL = f"""
 SELECT count(*), sum(rc.price), count(*) FILTER (WHERE rc.price IS NULL), max(rc.currency)
-  FROM (SELECT c.phone AS "to" FROM campaigns_contact AS c
+  FROM (SELECT COALESCE(c.phone, c.user_id) AS "to" FROM campaigns_contact AS c
          WHERE c.opted_out_at IS NULL
            AND c.id IN (SELECT contact_id FROM campaigns_listmembership
                          WHERE contact_list_id = ANY(%(list_ids)s))) AS m

@@ -261,19 +261,3 @@ OUTCOME_LABELS: dict[str, tuple[str, str]] = {
 def outcome_counts(*, counts: dict[str, int]) -> dict[str, int]:
     """The vocabulary's figures from per-status counts."""
     return {name: sum(counts.get(s, 0) for s in statuses) for name, statuses in OUTCOMES.items()}
-
-
-def campaigns_status_counts(*, campaign_ids: list[int]) -> dict[int, dict[str, int]]:
-    """Per-status message counts of several campaigns in one grouped query (a list page)."""
-    result: dict[int, dict[str, int]] = {
-        pk: dict.fromkeys(MessageStatus.values, 0) for pk in campaign_ids
-    }
-    rows = (
-        Message.objects.filter(campaign_id__in=campaign_ids)
-        .values_list("campaign_id", "status")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    for campaign_id, status, n in rows:
-        result[campaign_id][status] = int(n)
-    return result

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -30,6 +31,15 @@ from whatsblast.core.secrets import Secret
 DEFAULT_POOL_SIZE = 256
 MAX_CALLBACK_DATA = 512
 MAX_ERROR_TEXT = 1000
+# A business-scoped user id (BSUID): the user's two-letter country, a dot, ``ENT.`` for a
+# parent (portfolio) id, then letters and digits: ``US.13491208655302741918``. Never a
+# phone, which is all digits with an optional ``+``.
+USER_ID_RE = re.compile(r"^[A-Z]{2}\.(?:ENT\.)?[A-Za-z0-9]+$")
+
+
+def is_user_id(recipient: str) -> bool:
+    """True when a send's recipient is a business-scoped user id rather than a phone."""
+    return USER_ID_RE.match(recipient) is not None
 
 
 def bearer(token: Secret | str) -> str:
@@ -111,11 +121,11 @@ def build_message_body(req: SendRequest) -> dict[str, Any]:
     """Meta's JSON for a template send (or a free-form text send when ``text`` is set)."""
     if len(req.callback_data) > MAX_CALLBACK_DATA:
         raise ValueError("callback_data exceeds Meta's 512-character limit")
-    body: dict[str, Any] = {
-        "messaging_product": "whatsapp",
-        "recipient_type": "individual",
-        "to": req.to,
-    }
+    body: dict[str, Any] = {"messaging_product": "whatsapp", "recipient_type": "individual"}
+    # Since 2026 a user who hides their number behind a username is reached by their user id
+    # in ``recipient``; ``to`` stays for phones (Meta: when both are given, ``to`` wins, and
+    # a template Meta will not send to a user id is refused with 131062).
+    body["recipient" if is_user_id(req.to) else "to"] = req.to
     if req.template_name:
         template: dict[str, Any] = {
             "name": req.template_name,
@@ -208,6 +218,7 @@ def parse_response(
             contact = (data.get("contacts") or [{}])[0]
             return Accepted(
                 wamid=str(message["id"]),
+                # A send to a user id is answered with ``user_id`` and no ``wa_id``.
                 wa_id=str(contact.get("wa_id") or ""),
                 message_status=message.get("message_status"),
                 latency_s=latency_s,
@@ -270,21 +281,10 @@ def parse_template_page(
         after = cursors.get("after") if paging.get("next") else None
         templates = [t for t in data["data"] if isinstance(t, dict)]
         return TemplatePage(templates=templates, after=after or None, latency_s=latency_s)
-    if isinstance(data, dict) and isinstance(data.get("error"), dict):
-        retry_after = parse_retry_after(headers.get("Retry-After"))
-        return _graph_error(
-            data["error"], status=status, retry_after=retry_after, latency_s=latency_s
-        )
-    return ApiError(
-        http_status=status,
-        code=None,
-        subcode=None,
-        title=f"HTTP {status}: not a template listing",
-        details=body[:MAX_ERROR_TEXT].decode("utf-8", "replace"),
-        retry_after_s=None,
-        may_have_reached_meta=True,
-        latency_s=latency_s,
-    )
+    return _graph_failure(
+        data, status=status, body=body, headers=headers, latency_s=latency_s,
+        expected="a template listing",
+    )  # fmt: skip
 
 
 def parse_graph_node(
@@ -294,6 +294,22 @@ def parse_graph_node(
     data = _json_or_none(body)
     if 200 <= status < 300 and isinstance(data, dict) and "error" not in data:
         return GraphNode(data=data, latency_s=latency_s)
+    return _graph_failure(
+        data, status=status, body=body, headers=headers, latency_s=latency_s,
+        expected="a Graph object",
+    )  # fmt: skip
+
+
+def _graph_failure(
+    data: Any,
+    *,
+    status: int,
+    body: bytes,
+    headers: dict[str, str] | Any,
+    latency_s: float,
+    expected: str,
+) -> ApiError:
+    """The error of a Graph read: Graph's own error object, or a body that is not ``expected``."""
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         retry_after = parse_retry_after(headers.get("Retry-After"))
         return _graph_error(
@@ -303,7 +319,7 @@ def parse_graph_node(
         http_status=status,
         code=None,
         subcode=None,
-        title=f"HTTP {status}: not a Graph object",
+        title=f"HTTP {status}: not {expected}",
         details=body[:MAX_ERROR_TEXT].decode("utf-8", "replace"),
         retry_after_s=None,
         may_have_reached_meta=True,

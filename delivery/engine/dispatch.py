@@ -70,12 +70,23 @@ def campaign_schedule(*, campaign_id: int, at: datetime) -> None:
     queues.enqueue(queues.CAMPAIGN_START_SCHEDULED, campaign_id, at=at)
 
 
+def _queued_mark(message_id: int, attempt: int) -> str:
+    return f"wb:txn-queued:{message_id}:{attempt}"
+
+
 def transactional_enqueue(*, message_id: int, attempt: int) -> bool:
     """Queue one transactional send, once per attempt (sweeps may ask again)."""
-    if not get_redis().set(f"wb:txn-queued:{message_id}:{attempt}", 1, nx=True, ex=300):
+    if not get_redis().set(_queued_mark(message_id, attempt), 1, nx=True, ex=300):
         return False
     queues.enqueue(queues.TRANSACTIONAL_SEND, message_id)
     return True
+
+
+def transactional_gave_up(*, message_id: int, attempt: int) -> None:
+    """The attempt's job went back without sending (no token in time): let the next sweep
+    queue it again. Its once-per-attempt mark would otherwise hold it back for the mark's
+    five minutes, an OTP stuck behind a throttled number's pause long after it ended."""
+    get_redis().delete(_queued_mark(message_id, attempt))
 
 
 def transactional_enqueue_fresh(*, message_id: int, delay_s: float = 0.0) -> None:

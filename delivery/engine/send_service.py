@@ -36,7 +36,13 @@ from typing import Any, TypeVar
 
 import redis
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+)
 from django.db.models import Q
 from django.utils import timezone
 
@@ -47,8 +53,9 @@ from delivery.cloud.transport import get_transport
 from delivery.engine import dispatch, slots
 from delivery.engine.completion import campaigns_complete_finished
 from delivery.engine.effects import campaign_effects_apply, number_effects_apply
-from delivery.engine.sender import Finished, NumberSender
+from delivery.engine.sender import PATH_FAILING, Finished, NumberSender
 from delivery.engine.settle import Effects, settle
+from delivery.engine.transactional import transactional_send
 from delivery.messages import Settlement, release_messages, settlements_record
 from whatsblast.core.redis import get_async_redis, get_redis
 
@@ -67,9 +74,19 @@ HEARTBEAT_MAX_AGE_S = 10.0
 # A worker holding more than its share of slots passes a new one on this many times.
 ADOPT_PASSES = 3
 ADOPT_PASS_DELAY_S = 0.1
+# A number whose sender stopped here because the Cloud API did not answer from this host
+# (sender.PATH_FAILING) is offered for this long to the other workers whose path has not
+# failed (their heartbeats say which numbers they decline). When every live worker's has,
+# the fault is Meta's, not this host's, and the slot is taken as usual.
+PATH_COOLDOWN_S = 10.0
 # A sender running inside its job (no service: a burst worker) lets its slot go as soon as
 # nothing is due; the next kick finds the work that comes due later.
 IN_PLACE_IDLE_RELEASE_S = 0.3
+# Transactional messages in flight at once per worker process (each waits Meta's answer in
+# its own thread). A job that sent inline held the worker for that answer: at 10 OTPs a
+# second and 150 ms each, one worker was busy for 1.5 s every second, and a worker restart
+# left OTPs and campaigns' slot handovers queued for minutes behind them.
+TRANSACTIONAL_LANE_THREADS = 8
 
 
 class SendService:
@@ -79,6 +96,9 @@ class SendService:
         self.holder = holder or slots.holder_name()
         self.loop = get_transport().loop
         self.db = ThreadPoolExecutor(max_workers=DB_THREADS, thread_name_prefix="send-db")
+        self.transactional = ThreadPoolExecutor(
+            max_workers=TRANSACTIONAL_LANE_THREADS, thread_name_prefix="send-transactional"
+        )
         self.senders: dict[tuple[int, int], NumberSender] = {}
         self._tasks: dict[tuple[int, int], asyncio.Task[str]] = {}
         # Set once a sender's end has been recorded and its slot released.
@@ -86,6 +106,10 @@ class SendService:
         self._finished: list[Finished] = []
         self._housekeeping: concurrent.futures.Future[None] | None = None
         self._stopping = False
+        # Numbers this worker declines until then (monotonic): its path to the Cloud API failed.
+        self._path_failing: dict[int, float] = {}
+        # Since when every database call has failed (None: the last one worked).
+        self._db_failing_since: float | None = None
 
     # --- from other threads ------------------------------------------------------------------
 
@@ -93,18 +117,41 @@ class SendService:
         self._housekeeping = asyncio.run_coroutine_threadsafe(self._keep_house(), self.loop)
 
     def adopt(self, *, phone_number_pk: int, slot: int, token: str, passes: int = 0) -> str:
-        """Take the slot reserved under ``token``: ``adopted``, ``passed`` or ``lost``."""
+        """Take the slot reserved under ``token``: ``adopted``, ``passed``, ``declined`` or
+        ``lost``. A declined reservation runs out on its own and the tick offers it again."""
+        if self._declines(phone_number_pk) and passes < 2 * ADOPT_PASSES:
+            if self._other_path_for(phone_number_pk):
+                return "passed"
         if passes < ADOPT_PASSES and self._over_share():
             return "passed"
         return asyncio.run_coroutine_threadsafe(
             self._adopt(phone_number_pk, slot, token), self.loop
         ).result(30)
 
+    def transactional_submit(self, message_id: int) -> bool:
+        """Send a transactional message on the process's transactional lane; ``False`` when
+        the service is stopping (the caller sends it in place).
+
+        The job that handed it over returns at once. Nothing is lost if the process dies
+        first: a message not yet claimed is still pending and the sweep queues it again; a
+        claimed one is reconciled after its lease like any sent row.
+        """
+        if self._stopping:
+            return False
+        try:
+            self.transactional.submit(_transactional_run, message_id)
+        except RuntimeError:  # shut down meanwhile
+            return False
+        return True
+
     def stop(self, timeout: float = 30.0) -> None:
         """Stop every sender (sends in flight finish), record, give the slots back."""
         if self._stopping:
             return
         self._stopping = True
+        # OTPs handed over finish (each within the client's timeouts), then the lane's
+        # threads close their database connections.
+        _threads_close(self.transactional, TRANSACTIONAL_LANE_THREADS)
         future = asyncio.run_coroutine_threadsafe(self._stop_all(), self.loop)
         try:
             future.result(timeout)
@@ -116,18 +163,7 @@ class SendService:
 
     def db_close(self) -> None:
         """Close each database thread's connection, then the threads."""
-        barrier = threading.Barrier(DB_THREADS, timeout=10)
-
-        def close() -> None:
-            try:
-                barrier.wait()  # one call per thread: each waits until all are taken
-            except threading.BrokenBarrierError:
-                pass
-            connection.close()
-
-        for future in [self.db.submit(close) for _ in range(DB_THREADS)]:
-            future.result(15)
-        self.db.shutdown(wait=True)
+        _threads_close(self.db, DB_THREADS)
 
     # --- on the loop ---------------------------------------------------------------------------
 
@@ -136,9 +172,16 @@ class SendService:
 
     async def db_call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in a database thread."""
-        return await self.loop.run_in_executor(
-            self.db, functools.partial(_db_run, fn, *args, **kwargs)
-        )
+        try:
+            result = await self.loop.run_in_executor(
+                self.db, functools.partial(_db_run, fn, *args, **kwargs)
+            )
+        except (OperationalError, InterfaceError):
+            if self._db_failing_since is None:
+                self._db_failing_since = time.monotonic()
+            raise
+        self._db_failing_since = None
+        return result
 
     async def _adopt(
         self, phone_number_pk: int, slot: int, token: str, *, idle_release_s: float | None = None
@@ -181,6 +224,8 @@ class SendService:
         self.loop.create_task(self._sender_end(sender, task))
 
     async def _sender_end(self, sender: NumberSender, task: asyncio.Task[str]) -> None:
+        if sender.stopping == PATH_FAILING:
+            self._path_failing[int(sender.number.pk)] = time.monotonic() + PATH_COOLDOWN_S
         try:
             await self._sender_close(sender, task)
         finally:
@@ -253,34 +298,63 @@ class SendService:
             await self.db_call(release_messages, ids=dropped)
 
     async def _renew(self) -> None:
+        failing = self._db_failing_since
+        if failing is not None and time.monotonic() - failing > DB_LET_GO_AFTER_S:
+            # Cut off from PostgreSQL, this worker can neither claim nor record: it stops
+            # renewing, so its slots lapse and a worker that reaches the database adopts
+            # them (Redis alone would otherwise keep them here for the whole partition).
+            logger.warning("send service: database unreachable, slots left to lapse")
+            return
         conn = get_async_redis()
         try:
             for sender in list(self.senders.values()):
                 key = slots.slot_key(sender.number.phone_number_id, sender.slot)
-                if not await conn.eval(_RENEW_LUA, 1, key, sender.token, slots.LEASE_S):
+                started = time.monotonic()
+                if await conn.eval(_RENEW_LUA, 1, key, sender.token, slots.LEASE_S):
+                    sender.lease_confirmed(started)
+                else:
                     sender.stop("slot lost")
             await self._beat()
         except redis.RedisError as exc:
             logger.warning("send service: leases not renewed (%s)", exc)
 
-    async def _beat(self) -> None:
-        """Say how many slots this worker holds: the others read it to share out new ones."""
-        await get_async_redis().hset(
-            HEARTBEAT_KEY, self.holder, json.dumps({"slots": len(self.senders), "at": time.time()})
-        )
+    def _declines(self, phone_number_pk: int) -> bool:
+        return time.monotonic() < self._path_failing.get(phone_number_pk, 0.0)
 
-    def _over_share(self) -> bool:
-        """Whether this worker already holds more than its share of the live senders' slots."""
+    async def _beat(self) -> None:
+        """Say how many slots this worker holds (the others read it to share out new ones)
+        and which numbers it declines (its path to the Cloud API failed)."""
+        declines = [pk for pk in self._path_failing if self._declines(pk)]
+        beat = {"slots": len(self.senders), "at": time.time(), "declines": declines}
+        await get_async_redis().hset(HEARTBEAT_KEY, self.holder, json.dumps(beat))
+
+    def _live_beats(self) -> dict[str, dict[str, Any]]:
+        """The heartbeats of the live workers, this one's included (Redis away: none)."""
         try:
             beats = get_redis().hgetall(HEARTBEAT_KEY)
         except redis.RedisError:
-            return False
+            return {}
         now = time.time()
         live = {}
         for holder, raw in beats.items():
             beat = json.loads(raw)
             if now - float(beat["at"]) <= HEARTBEAT_MAX_AGE_S:
-                live[holder.decode() if isinstance(holder, bytes) else holder] = int(beat["slots"])
+                live[holder.decode() if isinstance(holder, bytes) else holder] = beat
+        return live
+
+    def _other_path_for(self, phone_number_pk: int) -> bool:
+        """Whether another live worker does not decline the number (its path may work)."""
+        return any(
+            phone_number_pk not in beat.get("declines", [])
+            for holder, beat in self._live_beats().items()
+            if holder != self.holder
+        )
+
+    def _over_share(self) -> bool:
+        """Whether this worker already holds more than its share of the live senders' slots."""
+        live = {holder: int(beat["slots"]) for holder, beat in self._live_beats().items()}
+        if not live:
+            return False
         live[self.holder] = len(self.senders)
         share = math.ceil((sum(live.values()) + 1) / len(live))
         return len(self.senders) >= share and len(live) > 1
@@ -328,6 +402,9 @@ class SendService:
             if rows:
                 await self.db_call(release_messages, ids=[m.id for m in rows])
 
+
+# After this long with every database call failing, a worker stops renewing its slots.
+DB_LET_GO_AFTER_S = 2 * slots.LEASE_RENEW_S
 
 # A renewal that does not replace a lease someone else took over.
 _RENEW_LUA = """
@@ -424,6 +501,35 @@ def _effects_apply(
     return broken
 
 
+def _threads_close(executor: ThreadPoolExecutor, threads: int) -> None:
+    """Close the database connection of each of ``executor``'s threads, then the threads.
+    The closes queue behind the work already submitted."""
+    barrier = threading.Barrier(threads, timeout=10)
+
+    def close() -> None:
+        try:
+            barrier.wait()  # one call per thread: each waits until all are taken
+        except threading.BrokenBarrierError:
+            pass
+        connection.close()
+
+    for future in [executor.submit(close) for _ in range(threads)]:
+        future.result(60)
+    executor.shutdown(wait=True)
+
+
+def _transactional_run(message_id: int) -> None:
+    close_old_connections()
+    try:
+        transactional_send(message_id=message_id)
+    except Exception:
+        # The row stays where the failure left it (pending, or sending until its lease
+        # runs out and the reconciler settles it).
+        logger.exception("transactional message %s not sent", message_id)
+    finally:
+        close_old_connections()
+
+
 # --- the process's service, and the job's service call ------------------------------------------
 
 _service: SendService | None = None
@@ -446,6 +552,15 @@ def service_stop() -> None:
         service, _service = _service, None
     if service is not None:
         service.stop()
+
+
+def transactional_message_send(*, message_id: int) -> str:
+    """The job's service call: hand the message to this worker's transactional lane, or
+    send it in place (no service: a burst worker, a stopping one)."""
+    service = _service
+    if service is not None and service.transactional_submit(message_id):
+        return "handed to the send service"
+    return str(transactional_send(message_id=message_id))
 
 
 def number_slot_send(

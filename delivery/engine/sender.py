@@ -32,13 +32,15 @@ from django.conf import settings
 from django.utils import timezone
 
 from campaigns.models import Campaign, PhoneNumber
-from delivery.cloud.client import SendRequest, SendResult
+from delivery.cloud.client import ApiError, SendRequest, SendResult
+from delivery.cloud.outcomes import Outcome, classify
 from delivery.cloud.transport import get_transport
 from delivery.engine.fair_share import StrideScheduler
 from delivery.engine.pacing import concurrency_for, number_bucket
 from delivery.engine.ratelimit import TrafficClass
 from delivery.engine.reach import reach_admit, reach_from_table
 from delivery.engine.settle import RetryPolicy
+from delivery.engine.slots import LEASE_S
 from delivery.engine.window_guard import WindowGuard
 from delivery.messages import ClaimedMessage, claim_campaign_batch, release_messages
 from delivery.metrics import SendMeter
@@ -48,8 +50,12 @@ logger = logging.getLogger(__name__)
 # Upper bound on one claim: keeps the claimed-but-unsent window (rows in doubt after a
 # crash) small while still amortising the round trip.
 MAX_CLAIM = 200
-# Claimed rows kept ready per campaign, in seconds of the number's share.
-READY_SECONDS = 0.5
+# Claimed rows kept ready per campaign, in seconds of the number's share. A refill is asked
+# for at half of it, so the database threads have half this long to answer before the
+# campaign runs dry: at 0.5 s, fifty numbers at 20 msg/s on two workers (25 senders sharing
+# a worker's two database threads while the launches load PostgreSQL) left numbers idle up
+# to 0.9 s after their first send, the worst at 87-93 % of its share; at 1.0 s, 94.6-94.7 %.
+READY_SECONDS = 1.0
 # A campaign whose claim found nothing due is asked again after this long.
 EMPTY_RECHECK_S = 0.5
 # A sender with nothing due anywhere and nothing in flight for this long lets its slot go.
@@ -58,6 +64,27 @@ IDLE_RELEASE_S = 3.0
 MAX_GRANT = 25
 # The longest the dispatch loop sleeps before looking again (a pause, a new campaign).
 MAX_NAP_S = 0.05
+# A sender sends only while it knows its slot is its own: until ``slots.LEASE_S`` after the
+# start of its last renewal that succeeded, less this margin. A host cut off from Redis (a
+# partition: packets dropped, nothing refused) stops before its lease can have passed to
+# another worker, and starts again only once a renewal proved the slot still its own.
+LEASE_MARGIN_S = 2.0
+# Claimed rows are sent only before SEND_LEASE_SECONDS (less this) since their claim: past
+# it, the reconciler may have taken them (``lease expired``) and another worker resent them.
+ROW_LEASE_MARGIN_S = 1.0
+# This many sends in a row without any answer (a timeout, a connection that failed) and the
+# path from this host to the Cloud API is taken as failing: the sender stops and its slot
+# goes to another worker (send_service: this one declines the number for a while), rather
+# than hold the slot and claim rows it cannot send. Its sends that did reach Meta late
+# are settled by their webhooks, like any ambiguous send.
+PATH_FAILURES_MAX = 10
+PATH_FAILING = "Cloud API path failing"
+# A send that says the whole campaign is broken (a bad token, a test number's 131030, a
+# template gone) halts that campaign's sends on this sender at once, before the service's
+# next flush pauses it: at 100 msg/s the quarter second to the flush is 25 more sends that
+# can only fail the same way. The halt lapses after this long, in case the pause did not
+# take (the database away): the campaign's next send then finds out again.
+BROKEN_HALT_S = 5.0
 
 
 T = TypeVar("T")
@@ -82,17 +109,55 @@ class CampaignRun:
     refilling: bool = False
     empty_since: float | None = None
     claimed_at: float = 0.0
+    # Per claim still in ``ready`` (oldest first): when its lease runs out (monotonic) and
+    # how many of its rows are left. Rows past it are not sent (ROW_LEASE_MARGIN_S).
+    claims: deque[list[float]] = field(default_factory=deque)
     # The quality guard's cap (Campaign.guard_rate_cap): no send before this (monotonic).
     next_send_at: float = 0.0
+    # A send came back saying the campaign is broken: none of its rows go before this.
+    halted_until: float = 0.0
 
     def paced(self, now: float) -> bool:
-        return self.campaign.guard_rate_cap is not None and self.next_send_at > now
+        return self.resumes_at() > now
+
+    def resumes_at(self) -> float:
+        """When this run may send next (monotonic): after a halt, at the guard's pace."""
+        paced_at = self.next_send_at if self.campaign.guard_rate_cap is not None else 0.0
+        return max(self.halted_until, paced_at)
 
     def sent_one(self, now: float, slots: int) -> None:
         """Each of the number's ``slots`` senders takes its share of the cap."""
         cap = self.campaign.guard_rate_cap
         if cap:
             self.next_send_at = max(now, self.next_send_at) + max(1, slots) / cap
+
+    def rows_add(self, rows: list[ClaimedMessage], *, stale_at: float) -> None:
+        if rows:
+            self.ready.extend(rows)
+            self.claims.append([stale_at, len(rows)])
+
+    def row_take(self) -> ClaimedMessage:
+        head = self.claims[0]
+        head[1] -= 1
+        if head[1] <= 0:
+            self.claims.popleft()
+        return self.ready.popleft()
+
+    def rows_clear(self) -> list[ClaimedMessage]:
+        rows = list(self.ready)
+        self.ready.clear()
+        self.claims.clear()
+        return rows
+
+    def stale_drop(self, now: float) -> int:
+        """Forget the ready rows of claims whose lease ran out; how many."""
+        dropped = 0
+        while self.claims and now >= self.claims[0][0]:
+            _, left = self.claims.popleft()
+            for _ in range(int(left)):
+                self.ready.popleft()
+            dropped += int(left)
+        return dropped
 
     def allowance(self) -> int:
         """Rows this run may start in one grant: one at a time when the guard paces it."""
@@ -152,6 +217,10 @@ class NumberSender:
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle_since: float | None = None
+        # The slot was just taken: its lease holds for LEASE_S from about now.
+        self.lease_until = time.monotonic() + LEASE_S - LEASE_MARGIN_S
+        self._lease_doubted = False
+        self._unanswered = 0
         self.number_update(number)
 
     # --- what it serves -----------------------------------------------------------------
@@ -195,7 +264,18 @@ class NumberSender:
     def campaign_drop(self, campaign_id: int) -> list[ClaimedMessage]:
         run = self.campaigns.pop(campaign_id, None)
         self.scheduler.leave(campaign_id)
-        return list(run.ready) if run is not None else []
+        if run is None:
+            return []
+        run.stale_drop(time.monotonic())  # those are the reconciler's, not to release
+        return run.rows_clear()
+
+    def lease_confirmed(self, renewal_started: float) -> None:
+        """A renewal begun at ``renewal_started`` (monotonic) succeeded."""
+        self.lease_until = max(self.lease_until, renewal_started + LEASE_S - LEASE_MARGIN_S)
+        if self._lease_doubted:
+            self._lease_doubted = False
+            logger.warning("number %s: slot lease confirmed again; sending", self.number)
+            self._wake.set()
 
     def stop(self, reason: str) -> None:
         if not self.stopping:
@@ -220,6 +300,15 @@ class NumberSender:
 
     async def _dispatch_once(self) -> bool:
         """Send what tokens allow now; ``False`` when there was nothing to send."""
+        if time.monotonic() >= self.lease_until:
+            if not self._lease_doubted:
+                self._lease_doubted = True
+                logger.warning("number %s: slot lease not renewed in time; holding sends",
+                               self.number)  # fmt: skip
+            self._stale_drop()
+            await self._nap(MAX_NAP_S)
+            return True
+        self._stale_drop()
         free = concurrency_for(self.share, self.latency_estimate) - self.in_flight
         waiting = [run for run in self.campaigns.values() if run.ready]
         now = time.monotonic()
@@ -228,9 +317,9 @@ class NumberSender:
             await self._nap(MAX_NAP_S)
             return True
         if not ready:
-            if waiting:  # slowed by the quality guard: wait for the next one's turn
+            if waiting:  # slowed by the quality guard, or halted: wait for the next one's turn
                 self._idle_since = None
-                await self._nap(min(MAX_NAP_S, min(r.next_send_at for r in waiting) - now))
+                await self._nap(min(MAX_NAP_S, min(r.resumes_at() for r in waiting) - now))
                 return True
             return False
         self._idle_since = None
@@ -254,7 +343,7 @@ class NumberSender:
             if campaign_id is None:
                 break
             run = self.campaigns[campaign_id]
-            self._start(run, run.ready.popleft())
+            self._start(run, run.row_take())
             run.sent_one(time.monotonic(), self.slots)
             if not run.ready or run.paced(time.monotonic()):
                 ready_ids.remove(campaign_id)
@@ -293,7 +382,21 @@ class NumberSender:
         finally:
             self.in_flight -= 1
             self._wake.set()
+        if classify(result) is Outcome.CAMPAIGN_BROKEN:
+            run.halted_until = time.monotonic() + BROKEN_HALT_S
         self.service.finished(Finished(self, run, message, result))
+        self._path_observe(result)
+
+    def _path_observe(self, result: SendResult) -> None:
+        """Count sends in a row that got no answer; stop when the path looks broken."""
+        if not (isinstance(result, ApiError) and result.http_status is None):
+            self._unanswered = 0
+            return
+        self._unanswered += 1
+        if self._unanswered >= PATH_FAILURES_MAX and not self.stopping:
+            logger.warning("number %s: %d sends in a row unanswered; the slot goes to "
+                           "another worker", self.number, self._unanswered)  # fmt: skip
+            self.stop(PATH_FAILING)
 
     def latency_observe(self, latencies: list[float]) -> None:
         # Smooth the estimate: one slow batch should not double the in-flight window.
@@ -327,12 +430,24 @@ class NumberSender:
             run.refilling or run.ready or run.empty_since is None for run in self.campaigns.values()
         )
 
+    def _stale_drop(self) -> None:
+        """Forget ready rows whose claim ran out: they are the reconciler's now, not ours.
+
+        Not released: the reconciler may already have moved them on and another worker
+        claimed them again, and a release would take that claim from under it.
+        """
+        now = time.monotonic()
+        for run in self.campaigns.values():
+            dropped = run.stale_drop(now)
+            if dropped:
+                logger.warning("number %s: %d claimed rows held past their lease; left to "
+                               "the reconciler", self.number, dropped)  # fmt: skip
+
     async def _drain(self) -> None:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        leftover = [m for run in self.campaigns.values() for m in run.ready]
-        for run in self.campaigns.values():
-            run.ready.clear()
+        self._stale_drop()
+        leftover = [m for run in self.campaigns.values() for m in run.rows_clear()]
         if leftover:
             # Claimed for the next tokens but never sent: back untouched.
             await self.service.db_call(release_messages, ids=[m.id for m in leftover])
@@ -341,9 +456,13 @@ class NumberSender:
 
     def _refills_start(self) -> None:
         now = time.monotonic()
+        if now >= self.lease_until:
+            return  # rows claimed now could not be sent: the slot may be another's already
         for run in self.campaigns.values():
             if run.refilling or len(run.ready) > self.ready_target // 2:
                 continue
+            if run.halted_until > now:
+                continue  # broken: its pause is on the way, its rows would only go back
             if run.empty_since is not None and now - run.claimed_at < EMPTY_RECHECK_S:
                 continue
             run.refilling = True
@@ -353,6 +472,8 @@ class NumberSender:
             task.add_done_callback(self._tasks.discard)
 
     async def _refill(self, run: CampaignRun, need: int) -> None:
+        # Before the claim, so the claim's lease (from the database's clock, later) outlasts it.
+        started = time.monotonic()
         try:
             rows, claimed = await self.service.db_call(self._claim, run, need)
         except Exception as exc:  # the database is away: ask again later
@@ -366,7 +487,7 @@ class NumberSender:
             if rows:
                 await self.service.db_call(release_messages, ids=[m.id for m in rows])
             return
-        run.ready.extend(rows)
+        run.rows_add(rows, stale_at=started + settings.SEND_LEASE_SECONDS - ROW_LEASE_MARGIN_S)
         # Rows held for their window or the messaging limit do not mean nothing is due.
         run.empty_since = None if claimed or rows else time.monotonic()
         self._wake.set()

@@ -42,7 +42,9 @@ def transactional_send(*, message_id: int) -> str:
             break
         if time.monotonic() + grant.wait_s > deadline:
             meter.flush(results=())
-            return MessageStatus.PENDING  # the sweep re-enqueues it
+            # Still due: the tick's sweep queues it again at its next pass.
+            dispatch.transactional_gave_up(message_id=message_id, attempt=message.attempt)
+            return MessageStatus.PENDING
         time.sleep(max(0.001, grant.wait_s))
     claimed = claim_message(message_id=message_id)
     if claimed is None:

@@ -136,7 +136,9 @@ def test_a_131030_stops_the_campaign_instead_of_failing_recipients_one_by_one() 
         assert campaign.status == CampaignStatus.PAUSED
         assert "131030" in campaign.status_reason
         assert not Message.objects.filter(campaign=campaign, status="failed").exists()
-        assert sim.stats()["requests"] < 30
+        # The first answer halts the campaign's sends on the sender, before the flush that
+        # pauses it: the sends already in flight by then, not the audience.
+        assert sim.stats()["requests"] < 10
 
 
 def test_template_sync_keeps_parameter_format_quality_and_rejection() -> None:

@@ -10,13 +10,14 @@ from django.core.exceptions import ValidationError
 from django.test import override_settings
 from django.utils import timezone
 
-from campaigns.models import CampaignStatus
+from campaigns.models import CampaignStatus, Contact, ListMembership
 from delivery.campaigns.launch import campaign_start
+from delivery.campaigns.pools import newcomer_quotas
 from delivery.engine.dispatch import campaign_kick
-from delivery.models import Message
+from delivery.models import Message, PoolHome
 from delivery.numbers import phone_number_pause, phone_number_resume
 from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
-from tests.factories import make_account, make_campaign, make_phone_number
+from tests.factories import make_account, make_campaign, make_contact_list, make_phone_number
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,18 +46,110 @@ def pool_on(sim, rates: list[int]):
 def test_the_launch_gives_each_recipient_one_number_in_proportion_to_the_rates() -> None:
     with running_simulator() as sim:
         first, others = pool_on(sim, [100, 100, 200])
-        campaign = campaign_on(sim, first, recipients=4000)
+        campaign = campaign_on(sim, first, recipients=4001)
         campaign.pool_numbers.set(others)
 
         campaign_start(campaign=campaign)
 
         assigned = Counter(campaign.messages.values_list("phone_number_id", flat=True))
-        assert set(assigned) == {first.pk, *(n.pk for n in others)}
-        assert sum(assigned.values()) == 4000
-        # Shares 100 : 100 : 200 of the pool's 400 msg/s.
-        assert abs(assigned[first.pk] / 4000 - 0.25) < 0.03
-        assert abs(assigned[others[0].pk] / 4000 - 0.25) < 0.03
-        assert abs(assigned[others[1].pk] / 4000 - 0.50) < 0.03
+        # Shares 100 : 100 : 200 of the pool's 400 msg/s, to the recipient (so the three
+        # finish together), the odd one by the largest remainder.
+        assert sorted(assigned.values()) == [1000, 1000, 2001]
+        assert assigned[others[1].pk] == 2001
+        homes = PoolHome.objects.filter(account=first.account)
+        assert homes.count() == 4001
+        assert dict(homes.values_list("contact_id", "phone_number_id")) == dict(
+            campaign.messages.values_list("contact_id", "phone_number_id")
+        )
+
+
+def test_a_recipient_keeps_its_number_when_the_pool_grows_and_the_newcomers_even_it_out() -> None:
+    with running_simulator() as sim:
+        first, others = pool_on(sim, [80, 80, 80])
+        one = campaign_on(sim, first, recipients=300)
+        one.pool_numbers.set(others[:1])  # two numbers: 150 each
+        campaign_start(campaign=one)
+        homes = dict(one.messages.values_list("contact_id", "phone_number_id"))
+        assert sorted(Counter(homes.values()).values()) == [150, 150]
+
+        # A second campaign to those 300 and 150 new people, from three numbers: the 300
+        # keep their homes, the newcomers all go to the third number (each then has 150).
+        newcomers = make_contact_list()
+        start = Contact.objects.count()
+        for i in range(150):
+            contact = Contact.objects.create(
+                phone=f"+5511{9_2000_0000 + start + i:09d}", name=f"N{i}"
+            )
+            ListMembership.objects.create(contact_list=newcomers, contact=contact)
+        two = make_campaign(
+            phone_number=first, template=one.template, lists=[*one.lists.all(), newcomers]
+        )
+        two.pool_numbers.set(others)
+        campaign_start(campaign=two)
+
+        picked = dict(two.messages.values_list("contact_id", "phone_number_id"))
+        assert {c: picked[c] for c in homes} == homes
+        assert {picked[c] for c in set(picked) - set(homes)} == {others[1].pk}
+        assert sorted(Counter(picked.values()).values()) == [150, 150, 150]
+
+
+def test_a_number_that_left_the_pool_hands_its_recipients_to_the_others() -> None:
+    with running_simulator() as sim:
+        first, others = pool_on(sim, [80, 80, 80])
+        one = campaign_on(sim, first, recipients=300)
+        one.pool_numbers.set(others)
+        campaign_start(campaign=one)
+        left = others[1]
+        theirs = set(one.messages.filter(phone_number=left).values_list("contact_id", flat=True))
+        stayed = dict(
+            one.messages.exclude(phone_number=left).values_list("contact_id", "phone_number_id")
+        )
+        assert len(theirs) == 100
+
+        two = make_campaign(phone_number=first, template=one.template, lists=list(one.lists.all()))
+        two.pool_numbers.set(others[:1])
+        campaign_start(campaign=two)
+
+        picked = dict(two.messages.values_list("contact_id", "phone_number_id"))
+        assert {c: picked[c] for c in stayed} == stayed
+        assert {picked[c] for c in theirs} <= {first.pk, others[0].pk}
+        assert sorted(Counter(picked.values()).values()) == [150, 150]
+        assert not PoolHome.objects.filter(phone_number=left).exists()
+
+
+def test_opted_out_and_us_recipients_get_no_home_and_do_not_skew_the_split() -> None:
+    with running_simulator() as sim:
+        first, others = pool_on(sim, [80, 80])
+        campaign = campaign_on(sim, first, recipients=200)
+        campaign.pool_numbers.set(others)
+        contacts = list(Contact.objects.filter(lists__in=campaign.lists.all()).order_by("pk"))
+        Contact.objects.filter(pk__in=[c.pk for c in contacts[:40]]).update(
+            opted_out_at=timezone.now()
+        )
+
+        campaign_start(campaign=campaign)
+
+        pending = Counter(
+            campaign.messages.filter(status="pending").values_list("phone_number_id", flat=True)
+        )
+        assert sorted(pending.values()) == [80, 80]
+        assert campaign.messages.filter(status="skipped").count() == 40
+        assert PoolHome.objects.count() == 160
+
+
+@pytest.mark.parametrize(
+    ("shares", "at_home", "newcomers", "expected"),
+    [
+        ([1, 1], [0, 0], 5, [3, 2]),
+        ([1, 1, 2], [0, 0, 0], 4001, [1000, 1000, 2001]),
+        ([1, 1, 1], [150, 150, 0], 150, [0, 0, 150]),
+        ([1, 1], [300, 0], 100, [0, 100]),  # the over-full number takes none
+        ([1, 1], [10, 10], 0, [0, 0]),
+    ],
+)
+def test_newcomer_quotas_fill_what_each_number_lacks(shares, at_home, newcomers, expected):
+    assert newcomer_quotas(shares, at_home, newcomers) == expected
+    assert sum(newcomer_quotas(shares, at_home, newcomers)) == newcomers
 
 
 def test_a_recipient_gets_the_same_number_in_every_campaign_of_the_pool() -> None:

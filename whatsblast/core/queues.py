@@ -121,3 +121,11 @@ def enqueue_after_commit(job: JobSpec, *args: Any, what: str = "") -> None:
 def waiting(queue_name: str) -> int:
     """Jobs waiting on the queue (one LLEN)."""
     return int(get_queue(queue_name).count)
+
+
+def urgent_jobs_waiting() -> bool:
+    """Transactional or campaign jobs wait: a long maintenance job should let them by."""
+    try:
+        return waiting(TRANSACTIONAL) > 0 or waiting(CAMPAIGNS) > 0
+    except redis.RedisError:
+        return False  # nobody can be waiting on a queue that cannot be read
