@@ -33,8 +33,12 @@ bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
 # Measured on 2 cores (bench/webhook_ingest.py): CPUs + 1 processes of 16 threads carried the
 # most webhook POSTs; more processes only share the same cores.
 workers = _int("GUNICORN_WORKERS", (os.cpu_count() or 1) + 1)
-worker_class = "gthread"
+# gthread, with each request's wait for a thread measured: a webhook POST that waited past
+# WEBHOOK_QUEUE_LIMIT_S is answered 503 at once (whatsblast/core/request_queue.py).
+worker_class = "whatsblast.gunicorn_worker.QueueTimedThreadWorker"
 threads = _int("GUNICORN_THREADS", 16)
+# Open connections per process, idle keep-alive ones included (gunicorn's default).
+worker_connections = _int("GUNICORN_WORKER_CONNECTIONS", 1000)
 # Meta retries a callback that takes more than a few seconds; nothing here should come close.
 timeout = _int("GUNICORN_TIMEOUT", 30)
 graceful_timeout = _int("GUNICORN_GRACEFUL_TIMEOUT", 30)

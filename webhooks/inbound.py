@@ -12,7 +12,11 @@ from datetime import UTC, datetime
 from django.conf import settings
 from django.db import connection
 
-from campaigns.audience.identities import contact_number_change, contacts_find
+from campaigns.audience.identities import (
+    contact_number_change,
+    contact_user_id_change,
+    contacts_find,
+)
 from campaigns.models import Contact, PhoneNumber
 from delivery.consent import contacts_stop
 from delivery.service_windows import service_windows_record
@@ -23,6 +27,7 @@ logger = logging.getLogger(__name__)
 
 OPT_OUT_SKIP_REASON = "opted out by reply"
 NUMBER_CHANGED = "user_changed_number"
+USER_ID_CHANGED = "user_changed_user_id"
 # Punctuation around a lone keyword ("Stop!", "¡PARAR!") does not change what it means.
 _EDGE_PUNCTUATION = ".,;:!?¡¿'\"()[]*-_ "
 _SEPARATORS = re.compile(r"[\s_\-]+")
@@ -33,6 +38,7 @@ class InboundReport:
     stored: int
     opt_outs: int
     numbers_changed: int = 0
+    user_ids_changed: int = 0
 
 
 def keyword_normalise(text: str) -> str:
@@ -79,7 +85,7 @@ def inbound_store(
     found = contacts_find(
         phones=(m.from_phone for m in messages), user_ids=(m.from_user_id for m in messages)
     )
-    by_phone = {c.phone: c for c in found}
+    by_phone = {c.phone: c for c in found if c.phone}
     by_user = {c.user_id: c for c in found if c.user_id}
     campaigns = _last_campaigns(c.id for c in found)
     keywords = opt_out_keywords()
@@ -120,23 +126,32 @@ def inbound_store(
         ]
     )
     opted = _contacts_opt_out(found, opting_out, now)
-    changed = _numbers_change(messages)
-    return InboundReport(stored, opted, changed)
+    moved_numbers, moved_user_ids = _identities_change(messages)
+    return InboundReport(stored, opted, moved_numbers, moved_user_ids)
 
 
-def _numbers_change(messages: Sequence[Inbound]) -> int:
-    """``system`` ``user_changed_number``: the contact moves to the new number, history and
-    opt-out kept (the row is the same)."""
-    changed = 0
+def _identities_change(messages: Sequence[Inbound]) -> tuple[int, int]:
+    """``system`` ``user_changed_number`` / ``user_changed_user_id``, oldest first: the
+    contact takes the new number or user id, history and opt-out kept (the row is the
+    same). Returns how many numbers and user ids moved."""
+    numbers = user_ids = 0
     for m in sorted(messages, key=lambda m: m.timestamp or datetime.min.replace(tzinfo=UTC)):
-        if m.type == "system" and m.system_type == NUMBER_CHANGED and m.new_phone:
-            old = m.from_phone
-            result = contact_number_change(
-                old_phone=old, new_phone=m.new_phone, user_id=m.from_user_id
-            )
-            changed += int(result.moved)
-            logger.info("%s: %s -> %s: %s", NUMBER_CHANGED, old, m.new_phone, result.reason)
-    return changed
+        if m.type != "system":
+            continue
+        if m.system_type == NUMBER_CHANGED and m.new_phone:
+            old, new = m.from_phone, m.new_phone
+            result = contact_number_change(old_phone=old, new_phone=new, user_id=m.from_user_id)
+            numbers += int(result.moved)
+        elif m.system_type == USER_ID_CHANGED and m.new_user_id:
+            old, new = m.previous_user_id, m.new_user_id
+            # The phone, when shown, is the sender's or the system object's wa_id.
+            phone = m.from_phone or m.new_phone
+            result = contact_user_id_change(old_user_id=old, new_user_id=new, phone=phone)
+            user_ids += int(result.moved)
+        else:
+            continue
+        logger.info("%s: %s -> %s: %s", m.system_type, old, new, result.reason)
+    return numbers, user_ids
 
 
 def _insert_new(rows: list[InboundMessage]) -> int:

@@ -71,10 +71,12 @@ class Inbound:
     phone_number_id: str
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     from_user_id: str = ""
-    # system messages: "user_changed_number" and the user's new number / user id
+    # system messages: "user_changed_number" / "user_changed_user_id", the user's new number
+    # or user id, and the user id it replaces
     system_type: str = ""
     new_phone: str = ""
     new_user_id: str = ""
+    previous_user_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -340,11 +342,14 @@ def _inbound_parse(
     sender = item.get("from")
     phone = _phone(sender)
     user_id = _user_id(item.get("from_user_id")) or ("" if phone else _user_id(sender))
+    kind = _text(item.get("type"), 32) or _kind_guess(item)
+    system = _dict(item.get("system")) if kind == "system" else {}
+    previous = _previous_user_id(system, user_id)
+    # A changed user id may name its user only by the id it replaces.
+    user_id = user_id or previous
     if not phone and not user_id:
         return None
-    kind = _text(item.get("type"), 32) or _kind_guess(item)
     text, payload = _inbound_content(kind, item)
-    system = _dict(item.get("system")) if kind == "system" else {}
     return Inbound(
         wamid=wamid,
         from_phone=phone,
@@ -359,6 +364,24 @@ def _inbound_parse(
         system_type=_text(system.get("type"), 64).lower(),
         new_phone=_phone(system.get("wa_id")),
         new_user_id=_user_id(system.get("user_id")),
+        previous_user_id=previous,
+    )
+
+
+# Meta's body of a user_changed_user_id: "User <name> changed from <old id> to <new id>".
+_CHANGED_FROM_RE = re.compile(r"changed from (\S+) to (\S+)")
+
+
+def _previous_user_id(system: dict[str, Any], sender_user_id: str) -> str:
+    """The user id a ``user_changed_user_id`` replaces: ``previous_user_id`` when given,
+    else the sender's, else the one the body names."""
+    if system.get("type") != "user_changed_user_id":
+        return ""
+    named = _CHANGED_FROM_RE.search(_text(system.get("body"), 1000))
+    return (
+        _user_id(system.get("previous_user_id"))
+        or sender_user_id
+        or (_user_id(named.group(1)) if named else "")
     )
 
 

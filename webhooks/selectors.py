@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.db.models import Count, Exists, IntegerField, Min, OuterRef, Q, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models import Count, Exists, F, IntegerField, Min, OuterRef, Q, Subquery, Value
+from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 
 from webhooks.models import InboundMessage, UnmatchedStatus, WebhookEvent, WebhookEventStatus
@@ -46,6 +46,17 @@ def campaign_reply_counts(*, campaign_ids: Iterable[int]) -> dict[int, dict[str,
     }
 
 
+def _sender() -> Coalesce:
+    """Who wrote: the phone, or the user id of a sender who shares none."""
+    return Coalesce(NullIf(F("from_phone"), Value("")), F("from_user_id"))
+
+
+def _from_recipient() -> Q:
+    """Inbound messages from a ``delivery.Message``'s recipient: its ``to`` is the phone, or
+    the user id of a contact known by it alone."""
+    return Q(from_phone=OuterRef("to")) | Q(from_user_id=OuterRef("to"))
+
+
 def campaign_replier_counts(*, campaign_ids: Iterable[int]) -> dict[int, dict[str, int]]:
     """Recipients who replied and who opted out, per campaign, each person counted once:
     {campaign id: {"replied": n, "opted_out": m}} (one grouped query over the inbound
@@ -54,8 +65,8 @@ def campaign_replier_counts(*, campaign_ids: Iterable[int]) -> dict[int, dict[st
         InboundMessage.objects.filter(campaign_id__in=list(campaign_ids))
         .values("campaign_id")
         .annotate(
-            replied=Count("from_phone", distinct=True),
-            opted_out=Count("from_phone", distinct=True, filter=Q(is_opt_out=True)),
+            replied=Count(_sender(), distinct=True),
+            opted_out=Count(_sender(), distinct=True, filter=Q(is_opt_out=True)),
         )
         .order_by()
     )
@@ -69,9 +80,7 @@ def message_replies_expression() -> Coalesce:
     """For a query over ``delivery.Message``: how many replies its recipient sent to its
     campaign (the inbound messages the applier tied to the campaign, from that phone)."""
     replies = (
-        InboundMessage.objects.filter(
-            campaign_id=OuterRef("campaign_id"), from_phone=OuterRef("to")
-        )
+        InboundMessage.objects.filter(_from_recipient(), campaign_id=OuterRef("campaign_id"))
         .order_by()
         .values("campaign_id")
         .annotate(n=Count("id"))
@@ -85,6 +94,6 @@ def message_opted_out_expression() -> Exists:
     to its campaign."""
     return Exists(
         InboundMessage.objects.filter(
-            campaign_id=OuterRef("campaign_id"), from_phone=OuterRef("to"), is_opt_out=True
+            _from_recipient(), campaign_id=OuterRef("campaign_id"), is_opt_out=True
         )
     )

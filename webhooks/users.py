@@ -39,7 +39,7 @@ def preferences_apply(*, preferences: Sequence[UserPreference], now: datetime) -
     contacts = contacts_find(
         phones=(p.phone for p in preferences), user_ids=(p.user_id for p in preferences)
     )
-    by_phone = {c.phone: c for c in contacts}
+    by_phone = {c.phone: c for c in contacts if c.phone}
     by_user = {c.user_id: c for c in contacts if c.user_id}
     # Per contact, the last word wins: stop then resume is a resume.
     last: dict[int, tuple[datetime, str]] = {}

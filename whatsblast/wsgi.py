@@ -52,6 +52,9 @@ class LeanPath:
             response = self.view(request)
         except Exception as exc:  # noqa: BLE001 - Django's own handler does the same
             response = response_for_exception(request, exc)
+        if not response.streaming and not response.has_header("Content-Length"):
+            # As CommonMiddleware would: a sized answer, not gunicorn's chunked encoding.
+            response["Content-Length"] = str(len(response.content))
         response._handler_class = self.__class__  # type: ignore[attr-defined]  # request_finished
         response._resource_closers.append(request.close)  # type: ignore[attr-defined]
         start_response(f"{response.status_code} {response.reason_phrase}", list(response.items()))

@@ -15,6 +15,12 @@ Control (JSON in and out):
     POST /_sim/reset {"numbers": bool, "templates": bool}
     POST /_sim/numbers {"numbers": [NumberSpec fields]}
     POST /_sim/templates {"templates": [TemplateSpec fields or the shorthand]}
+    POST /_sim/events {"kind": KIND, ...fields}       a callback Meta sends on its own:
+         template_status {name, language, event, reason?}, template_category {name,
+         language, new_category}, template_quality {name, language, new_quality_score},
+         account_update {event, phone_number_id? | waba_id?, restriction_info?, ...},
+         user_changed_number {phone_number_id, old, new}, user_changed_user_id
+         {phone_number_id, old_user_id, new_user_id, phone?}; answers the body posted
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ def build_app(simulator: Simulator) -> web.Application:
     app.router.add_post("/_sim/reset", reset)
     app.router.add_post("/_sim/numbers", numbers_post)
     app.router.add_post("/_sim/templates", templates_post)
+    app.router.add_post("/_sim/events", events_post)
     app.router.add_get("/_sim/stats", stats)
     app.router.add_get("/_sim/records", records)
     app.router.add_get("/_sim/histogram", histogram)
@@ -195,6 +202,16 @@ async def templates_post(request: web.Request) -> web.Response:
     except (KeyError, TypeError, ValueError) as exc:
         return web.json_response({"error": str(exc)}, status=400)
     return web.json_response({"templates": [s.as_graph() for s in specs]})
+
+
+async def events_post(request: web.Request) -> web.Response:
+    data = await _body(request)
+    kind = str(data.pop("kind", ""))
+    try:
+        posted = request.app[SIMULATOR_KEY].event_post(kind, data)
+    except (KeyError, TypeError, ValueError) as exc:
+        return web.json_response({"error": str(exc)}, status=400)
+    return web.json_response({"posted": posted})
 
 
 async def stats(request: web.Request) -> web.Response:

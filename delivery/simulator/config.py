@@ -122,15 +122,12 @@ class SimConfig:
                 raise ValueError(f"{name} must be within [0, 1]")
         if self.webhook_batch_size < 1 or self.webhook_concurrency < 1:
             raise ValueError("webhook_batch_size and webhook_concurrency must be >= 1")
-        self.fail_recipients = {_digits(k): int(v) for k, v in self.fail_recipients.items()}
-        self.async_fail_recipients = {
-            _digits(k): int(v) for k, v in self.async_fail_recipients.items()
-        }
-        self.reply_recipients = {_digits(k): str(v) for k, v in self.reply_recipients.items()}
-        self.preference_recipients = {
-            _digits(k): str(v) for k, v in self.preference_recipients.items()
-        }
-        self.username_recipients = [_digits(k) for k in self.username_recipients]
+        key = recipient_key
+        self.fail_recipients = {key(k): int(v) for k, v in self.fail_recipients.items()}
+        self.async_fail_recipients = {key(k): int(v) for k, v in self.async_fail_recipients.items()}
+        self.reply_recipients = {key(k): str(v) for k, v in self.reply_recipients.items()}
+        self.preference_recipients = {key(k): str(v) for k, v in self.preference_recipients.items()}
+        self.username_recipients = [key(k) for k in self.username_recipients]
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -320,8 +317,24 @@ def _is_positional(component: dict[str, Any]) -> bool:
     return all(name.isdigit() for name in _PLACEHOLDER.findall(component.get("text", "")))
 
 
+# Meta's business-scoped user id: country, a dot, (ENT. for a parent id,) letters and digits.
+USER_ID_RE = re.compile(r"^[A-Z]{2}\.(?:ENT\.)?[A-Za-z0-9]+$")
+
+
+def is_user_id(value: str) -> bool:
+    return USER_ID_RE.match(str(value)) is not None
+
+
+def recipient_key(value: str) -> str:
+    """How the simulator knows a recipient: a phone by its digits, a user id as given."""
+    return str(value) if is_user_id(value) else _digits(value)
+
+
 def user_id_for(recipient: str) -> str:
-    """The simulator's business-scoped user id of a recipient: stable, Meta's 2026 shape."""
+    """The simulator's business-scoped user id of a recipient: stable, Meta's 2026 shape
+    (a recipient that is already a user id is its own)."""
+    if is_user_id(recipient):
+        return recipient
     digest = hashlib.blake2b(_digits(recipient).encode(), digest_size=8).digest()
     return f"US.{int.from_bytes(digest, 'big')}"
 

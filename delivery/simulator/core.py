@@ -10,7 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from delivery.simulator import errors
-from delivery.simulator.config import NumberSpec, SimConfig, TemplateSpec
+from delivery.simulator.config import (
+    NumberSpec,
+    SimConfig,
+    TemplateSpec,
+    is_user_id,
+    recipient_key,
+)
+from delivery.simulator.events import EventSources, event_build
 from delivery.simulator.limits import PairLimiter, ReachWindow, TokenBucket
 from delivery.simulator.records import (
     ACCEPTED,
@@ -115,6 +122,15 @@ class Simulator:
             await asyncio.sleep(0.01)
         return True
 
+    def event_post(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
+        """Post a callback Meta sends on its own (``delivery.simulator.events``); returns
+        the body posted. Raises ``EventError`` for an unknown kind, template or number."""
+        sources = EventSources(self.templates, self.numbers, self.config.waba_id)
+        payload = event_build(sources, kind, data).envelope()
+        if not self.webhooks.post_now(payload):
+            raise ValueError("no callback_url is configured")
+        return payload
+
     def templates_for(self, waba_id: str) -> list[TemplateSpec]:
         default = self.config.waba_id
         return [t for t in self.templates.values() if (t.waba_id or default) == waba_id]
@@ -145,15 +161,21 @@ class Simulator:
         try:
             body = _json(raw)
             check_shape(body)
-            req.to = body["to"]
+            # ``to`` (a phone) wins over ``recipient`` (a user id) when both are given.
+            req.to = body.get("to") or body["recipient"]
             req.callback = body.get("biz_opaque_callback_data")
             if body.get("type") == "template":
                 req.template = body["template"]["name"]
                 template = self._template(body)
                 check_template(body, template)
+                if is_user_id(req.to) and template.category.upper() == "AUTHENTICATION":
+                    # Meta: one-tap, zero-tap and copy-code authentication templates (the
+                    # only kinds there are) still need a phone number.
+                    raise Invalid(131062, errors.USER_ID_NOT_SUPPORTED)
         except Invalid as exc:
             return self._reply(req, *errors.graph_error(exc.code, exc.details), str(exc.code))
-        code, held, late_fail = self._decide(number, _digits(req.to), req.mono)
+        recipient = recipient_key(req.to)
+        code, held, late_fail = self._decide(number, recipient, req.mono)
         if code is not None:
             return self._reply(req, *errors.graph_error(code), str(code))
         wamid = self.recorder.wamid(req.seq, req.to)
@@ -163,7 +185,7 @@ class Simulator:
                 display_phone_number=number.display_phone_number or _digits(phone_number_id),
                 waba_id=number.waba_id or cfg.waba_id,
                 wamid=wamid,
-                recipient_id=_digits(req.to),
+                recipient_id=recipient,
                 callback_data=req.callback,
                 category=(template.category.lower() if template else "service"),
                 accepted_at=req.wall,
@@ -271,13 +293,11 @@ def _success(to: str, wamid: str, is_template: bool) -> bytes:
     message: dict[str, Any] = {"id": wamid}
     if is_template:
         message["message_status"] = "accepted"
-    return _dumps(
-        {
-            "messaging_product": "whatsapp",
-            "contacts": [{"input": to, "wa_id": _digits(to)}],
-            "messages": [message],
-        }
+    # A send to a user id is answered with the user_id and no wa_id (Meta, 2026).
+    contact = (
+        {"input": to, "user_id": to} if is_user_id(to) else {"input": to, "wa_id": _digits(to)}
     )
+    return _dumps({"messaging_product": "whatsapp", "contacts": [contact], "messages": [message]})
 
 
 def _json(raw: bytes) -> Any:

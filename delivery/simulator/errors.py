@@ -48,6 +48,10 @@ TITLES: dict[int, tuple[str, str]] = {
         "Message failed to send because there were too many messages sent from this phone "
         "number to the same phone number in a short period of time.",
     ),
+    131062: (
+        "Business-scoped User ID recipients are not supported",
+        "Business-scoped User ID recipients are not supported for this message.",
+    ),
     132000: (
         "Number of parameters does not match the expected number of params",
         "The number of variable parameter values included in the request did not match "
@@ -65,6 +69,8 @@ TITLES: dict[int, tuple[str, str]] = {
     132016: ("Template is Disabled", "Template has been paused too many times."),
     133004: ("Server temporarily unavailable", "Server temporarily unavailable."),
 }
+
+USER_ID_NOT_SUPPORTED = TITLES[131062][1]
 
 # HTTP status per code (Meta's table); everything else is 400.
 _STATUS: dict[int, int] = {0: 401, 190: 401, 10: 403, 368: 403, 131005: 403, 131031: 403}

@@ -128,6 +128,10 @@ class SimulatorServer:
     def add_template(self, **spec: Any) -> None:
         self.call(lambda: self.simulator.add_template(spec))
 
+    def event(self, kind: str, **data: Any) -> dict[str, Any]:
+        """Post a callback Meta sends on its own (see ``POST /_sim/events``)."""
+        return self.call(lambda: self.simulator.event_post(kind, data))
+
     def reset(self, *, numbers: bool = False, templates: bool = False) -> None:
         self.call(lambda: self.simulator.reset(numbers=numbers, templates=templates))
 

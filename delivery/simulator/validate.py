@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from delivery.simulator.config import TemplateSpec
+from delivery.simulator.config import TemplateSpec, is_user_id
 
 MAX_CALLBACK_DATA = 512
 MAX_TEXT_BODY = 4096
@@ -29,7 +29,12 @@ def check_shape(body: Any) -> None:
     if body.get("recipient_type", "individual") not in ("individual", "group"):
         raise Invalid(100, "Invalid recipient_type.")
     to = body.get("to")
-    if not isinstance(to, str) or not any(ch.isdigit() for ch in to):
+    recipient = body.get("recipient")
+    if to is None and recipient is not None:
+        # A business-scoped user id instead of a phone (2026); ``to`` wins when both are set.
+        if not isinstance(recipient, str) or not is_user_id(recipient):
+            raise Invalid(100, "The parameter recipient must be a business-scoped user ID.")
+    elif not isinstance(to, str) or not any(ch.isdigit() for ch in to):
         raise Invalid(100, "The parameter to is required.")
     callback = body.get("biz_opaque_callback_data")
     if callback is not None and (not isinstance(callback, str) or len(callback) > 512):

@@ -19,7 +19,7 @@ from typing import Any
 
 import aiohttp
 
-from delivery.simulator.config import SimConfig, user_id_for
+from delivery.simulator.config import SimConfig, is_user_id, user_id_for
 from delivery.simulator.errors import webhook_error
 
 logger = logging.getLogger(__name__)
@@ -125,6 +125,16 @@ class WebhookDispatcher:
                 max(delays) / 1000.0, message, webhook_error(cfg.value_error_code), "errors"
             )
 
+    def post_now(self, payload: dict[str, Any]) -> bool:
+        """Post one callback Meta sends on its own (signed, retried like the statuses);
+        False when no callback URL is set."""
+        if not self.config.callback_url:
+            return False
+        self.pending += 1
+        self.counts["events"] += 1
+        self._spawn(self._post(meta_json(payload), 1, attempt=0))
+        return True
+
     def _user_reacts(self, message: SentMessage, after_ms: float) -> None:
         """What the user does once the message is delivered: reply, or stop marketing."""
         cfg = self.config
@@ -141,7 +151,8 @@ class WebhookDispatcher:
             choice = "stop"
         delay_s = (after_ms + cfg.user_delay_ms) / 1000.0
         stamp = str(int(message.accepted_at + delay_s))
-        hidden = recipient in cfg.username_recipients
+        # A user reached by their user id has no phone the simulator could show.
+        hidden = recipient in cfg.username_recipients or is_user_id(recipient)
         user_id = user_id_for(recipient)
         if text is not None:
             item: dict[str, Any] = {
@@ -190,13 +201,12 @@ class WebhookDispatcher:
         has_price: bool,
     ) -> dict[str, Any]:
         stamp = int(message.accepted_at + delay_ms / 1000.0)
-        item: dict[str, Any] = {
-            "id": message.wamid,
-            "status": status,
-            "timestamp": str(stamp),
-            "recipient_id": message.recipient_id,
-        }
-        if self.config.webhook_user_ids:
+        item: dict[str, Any] = {"id": message.wamid, "status": status, "timestamp": str(stamp)}
+        # A send to a user id has no phone to name: only recipient_user_id (Meta, 2026).
+        to_user_id = is_user_id(message.recipient_id)
+        if not to_user_id:
+            item["recipient_id"] = message.recipient_id
+        if self.config.webhook_user_ids or to_user_id:
             item["recipient_user_id"] = user_id_for(message.recipient_id)
         if message.callback_data:
             item["biz_opaque_callback_data"] = message.callback_data

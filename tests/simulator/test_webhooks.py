@@ -217,3 +217,90 @@ def test_a_held_answer_still_reports_the_message_as_sent(simulator, webhook_rece
     [sent] = statuses(webhook_receiver)
     assert (sent["status"], sent["biz_opaque_callback_data"]) == ("sent", "wb:42")
     assert sent["id"] == simulator.records()[0]["wamid"]
+
+
+def _changes(receiver) -> list[dict[str, Any]]:
+    return [
+        change
+        for received in receiver.received
+        for entry in json.loads(received.body)["entry"]
+        for change in entry["changes"]
+    ]
+
+
+def test_events_meta_sends_on_its_own_are_posted_signed_and_change_the_simulator(
+    simulator, webhook_receiver
+) -> None:
+    simulator.configure(callback_url=webhook_receiver.url)
+    base = f"{simulator.url}/_sim/events"
+    pause = {"kind": "template_status", "name": "promo", "language": "en_US", "event": "PAUSED"}
+    assert requests.post(base, json=pause, timeout=5).ok
+    recategorise = {"kind": "template_category", "name": "promo", "new_category": "UTILITY"}
+    assert requests.post(base, json=recategorise, timeout=5).ok
+    red = {"kind": "template_quality", "name": "promo", "new_quality_score": "RED"}
+    assert requests.post(base, json=red, timeout=5).ok
+    deleted = {"kind": "account_update", "event": "ACCOUNT_DELETED"}
+    assert requests.post(base, json=deleted, timeout=5).ok
+    moved = {"kind": "user_changed_number", "phone_number_id": SIM_PHONE_NUMBER_ID}
+    moved |= {"old": "+16505551234", "new": "+12195555358"}
+    assert requests.post(base, json=moved, timeout=5).ok
+    renamed = {"kind": "user_changed_user_id", "phone_number_id": SIM_PHONE_NUMBER_ID}
+    renamed |= {"old_user_id": "US.1", "new_user_id": "US.2", "phone": "+12195555358"}
+    assert requests.post(base, json=renamed, timeout=5).ok
+    assert simulator.wait_webhooks_idle(10)
+
+    for received in webhook_receiver.received:
+        expected = hmac.new(SIM_APP_SECRET.encode(), received.body, hashlib.sha256).hexdigest()
+        assert received.headers["X-Hub-Signature-256"] == f"sha256={expected}"
+    changes = _changes(webhook_receiver)
+    assert [c["field"] for c in changes] == [
+        "message_template_status_update",
+        "template_category_update",
+        "message_template_quality_update",
+        "account_update",
+        "messages",
+        "messages",
+    ]
+    status, category, quality, account, number, user_id = (c["value"] for c in changes)
+    assert status["event"] == "PAUSED" and status["message_template_name"] == "promo"
+    assert isinstance(status["message_template_id"], int)
+    assert (category["previous_category"], category["new_category"]) == ("MARKETING", "UTILITY")
+    assert (quality["previous_quality_score"], quality["new_quality_score"]) == ("GREEN", "RED")
+    assert account == {"event": "ACCOUNT_DELETED"}
+    [system] = number["messages"]
+    assert system["from"] == "16505551234" and "contacts" not in number
+    assert system["system"] == {
+        "body": "User Sim User changed from 16505551234 to 12195555358",
+        "wa_id": "12195555358",
+        "type": "user_changed_number",
+    }
+    [system] = user_id["messages"]
+    assert (system["from_user_id"], system["from"]) == ("US.1", "12195555358")
+    assert system["system"]["user_id"] == "US.2"
+    assert system["system"]["type"] == "user_changed_user_id"
+    # The paused template is now refused as Meta would refuse it.
+    response = post(simulator.url, template_body())
+    assert response.json()["error"]["code"] == 132015
+    unknown = requests.post(base, json={"kind": "nope"}, timeout=5)
+    assert unknown.status_code == 400 and "template_status" in unknown.json()["error"]
+
+
+def test_a_send_to_a_user_id_is_answered_and_reported_without_a_phone(
+    simulator, webhook_receiver
+) -> None:
+    simulator.configure(callback_url=webhook_receiver.url, read_fraction=0)
+    body = template_body()
+    del body["to"]
+    body["recipient"] = "US.13491208655302741918"
+    response = post(simulator.url, body)
+    assert response.ok, response.text
+    assert response.json()["contacts"] == [
+        {"input": "US.13491208655302741918", "user_id": "US.13491208655302741918"}
+    ]
+    assert simulator.wait_webhooks_idle(10)
+    found = statuses(webhook_receiver)
+    assert {s["status"] for s in found} == {"sent", "delivered"}
+    assert all("recipient_id" not in s for s in found)
+    assert {s["recipient_user_id"] for s in found} == {"US.13491208655302741918"}
+    body["recipient"] = "+16505551234"  # not a user id
+    assert post(simulator.url, body).json()["error"]["code"] == 100

@@ -7,6 +7,8 @@ import hashlib
 import hmac
 import itertools
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +102,12 @@ def apply() -> ApplyReport:
 def store_and_apply(payload: dict[str, Any] | bytes) -> ApplyReport:
     store(payload)
     return apply()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    """For what another thread does after a response: the group committer answers a POST
+    once its batch is committed, then counts it and schedules the applier."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)

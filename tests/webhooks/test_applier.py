@@ -27,8 +27,9 @@ from tests.webhooks.support import (
     retarget,
     sign,
     store,
+    wait_until,
 )
-from webhooks import services
+from webhooks import applier, services
 from webhooks.applier import events_apply_batch, events_drain
 from webhooks.models import WebhookEvent, WebhookEventStatus
 from webhooks.selectors import webhook_stats
@@ -192,7 +193,8 @@ def test_a_post_is_applied_by_the_rq_job_on_a_burst_worker(client: Client) -> No
     )
     assert response.status_code == 200
     queue = django_rq.get_queue("maintenance")
-    assert queue.count == 1
+    # The committer schedules the applier just after it has answered the POST.
+    wait_until(lambda: queue.count == 1)
     worker = django_rq.get_worker(
         "maintenance", worker_class=SimpleWorker, serializer=JSONSerializer
     )
@@ -234,3 +236,55 @@ def test_a_batch_reads_bodies_up_to_its_byte_budget_and_at_least_one(
     assert WebhookEvent.objects.filter(status=WebhookEventStatus.PENDING).count() == 2
     monkeypatch.setattr(applier, "BATCH_MAX_BYTES", 10**9)
     assert events_apply_batch().events == 2
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("urgent_queue", ["transactional", "campaigns"])
+def test_the_applier_job_steps_aside_between_batches_for_urgent_jobs(
+    urgent_queue: str,
+    settings: Any,
+    django_capture_on_commit_callbacks: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker in a long drain would hold an OTP (or a number's slot handed over by a
+    stopping worker) until the drain ends: with such a job waiting, the applier stops after
+    the batch in hand and queues its continuation behind it."""
+    from whatsblast.jobs import webhook_apply_job
+
+    settings.WEBHOOK_APPLY_BATCH_EVENTS = 2
+    monkeypatch.setattr(applier, "STEP_ASIDE_AFTER_S", 0.0)  # production: after 1 s
+    messages = [make_message(status="sent", wamid=f"wamid.U{n}") for n in range(6)]
+    for message in messages:
+        store(status_for("status_read", message.wamid))
+    with django_capture_on_commit_callbacks(execute=True):  # RQ enqueues after commit
+        django_rq.get_queue(urgent_queue).enqueue("whatsblast.jobs.webhook_apply_job")
+    assert django_rq.get_queue(urgent_queue).count == 1
+
+    with django_capture_on_commit_callbacks(execute=True):
+        first = webhook_apply_job()
+    assert first["events"] == 2  # one batch, then it stepped aside
+    assert WebhookEvent.objects.filter(status=WebhookEventStatus.PENDING).count() == 4
+    continuation = django_rq.get_queue("maintenance").get_jobs()
+    assert [job.func_name for job in continuation] == ["whatsblast.jobs.webhook_apply_job"]
+
+    # Nothing urgent waits any more: the next run drains everything.
+    django_rq.get_queue(urgent_queue).empty()
+    assert webhook_apply_job()["events"] == 4
+    assert not WebhookEvent.objects.filter(status=WebhookEventStatus.PENDING).exists()
+
+
+@pytest.mark.django_db
+def test_the_applier_job_works_its_first_second_before_stepping_aside(
+    settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Under a steady stream of urgent jobs the drain still makes progress: it drains for
+    STEP_ASIDE_AFTER_S before it looks at the other queues."""
+    from whatsblast.jobs import webhook_apply_job
+
+    settings.WEBHOOK_APPLY_BATCH_EVENTS = 2
+    messages = [make_message(status="sent", wamid=f"wamid.V{n}") for n in range(6)]
+    for message in messages:
+        store(status_for("status_read", message.wamid))
+    with django_capture_on_commit_callbacks(execute=True):
+        django_rq.get_queue("transactional").enqueue("whatsblast.jobs.webhook_apply_job")
+    assert webhook_apply_job()["events"] == 6  # three batches, well within its first second

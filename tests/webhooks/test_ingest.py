@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from tests.webhooks.support import URL, fixture_json, meta_bytes, sign
+from tests.webhooks.support import URL, fixture_json, meta_bytes, sign, wait_until
 from webhooks import ingest
 from webhooks.ingest import GroupCommitter, NotStored, Overloaded, committer_stop
 from webhooks.models import WebhookEvent, WebhookEventStatus
@@ -68,13 +68,6 @@ def new_committer() -> Iterator[Any]:
     yield make
     for committer in made:
         committer.stop()
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def wsgi_post(body: bytes, signature: str | None) -> tuple[int, dict[str, str], bytes]:

@@ -19,12 +19,18 @@ from django.test import override_settings
 from campaigns.models import CampaignStatus, Contact
 from delivery.campaigns.launch import campaign_start
 from delivery.models import Message
-from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
+from tests.engine_support import (
+    campaign_on,
+    number_on,
+    running_simulator,
+    settle,
+    simulator_calling,
+    work_burst,
+)
 from tests.factories import make_campaign
 from tests.webhooks.support import APP_SECRET
 from webhooks.applier import events_drain
 from webhooks.models import AsyncError, InboundMessage, WebhookEvent
-from whatsblast.tick import maintenance_tick
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -33,15 +39,6 @@ RECIPIENTS = 30
 
 def phone(i: int) -> str:
     return f"+5511{9_0000_0000 + i:09d}"
-
-
-def settle(sim: Any) -> None:
-    """Send what is due, let every callback land, apply them, and tick."""
-    for _ in range(3):
-        work_burst()
-        assert sim.wait_webhooks_idle(timeout=30)
-        events_drain(budget_seconds=30)
-        maintenance_tick()
 
 
 @override_settings(CAMPAIGN_JOB_BUDGET_SECONDS=1.0)
@@ -107,10 +104,9 @@ def test_every_kind_of_opt_out_holds_for_the_next_campaign(
 
 @override_settings(CAMPAIGN_JOB_BUDGET_SECONDS=1.0)
 def test_value_level_130429s_from_the_simulator_slow_the_number(live_server: Any) -> None:
-    with running_simulator(
-        callback_url=f"{live_server.url}/webhooks/whatsapp",
-        app_secret=APP_SECRET,
-        read_fraction=0.0,
+    with simulator_calling(
+        live_server,
+        APP_SECRET,
         value_error_fraction=0.5,
         value_error_code=130429,
         seed=3,

@@ -578,6 +578,56 @@ def test_a_changed_number_onto_an_existing_contact_carries_the_opt_out(
     assert newer.opted_out_at == out_at
 
 
+OLD_ID, NEW_ID = "US.13491208655302741918", "US.20202020202020202020"
+
+
+def user_id_changed(*, sender: bool) -> dict[str, Any]:
+    """Meta's user_changed_number capture turned into a user_changed_user_id (no published
+    example exists; the shape is Meta's, see the README): the system object names the new
+    user id, its body the old one, and the sender carries the old one unless ``sender`` is
+    false (some payloads name the user only in the body)."""
+    payload = real("inbound/meta_doc_system_user_changed_number")
+    message = values(payload)[0]["messages"][0]
+    del message["from"]
+    if sender:
+        message["from_user_id"] = OLD_ID
+    message["system"] = {
+        "body": f"User Sheena Nelson changed from {OLD_ID} to {NEW_ID}",
+        "user_id": NEW_ID,
+        "type": "user_changed_user_id",
+    }
+    return payload
+
+
+@pytest.mark.parametrize("sender", [True, False], ids=["from_user_id", "body_only"])
+def test_a_changed_user_id_moves_the_contact_with_its_history_and_opt_out(
+    client: Client, number: PhoneNumber, sender: bool
+) -> None:
+    """Row: messages[] system user_changed_user_id."""
+    out_at = timezone.now()
+    contact = Contact.objects.create(user_id=OLD_ID, opted_out_at=out_at)
+    old = make_message(phone_number=number, status="delivered", contact=contact, to=OLD_ID)
+    deliver(client, user_id_changed(sender=sender))
+    contact.refresh_from_db()
+    assert contact.user_id == NEW_ID and contact.opted_out_at == out_at
+    assert Message.objects.get(pk=old.pk).contact_id == contact.pk
+    # The old id stays on the stored system message (the history of who said what).
+    assert InboundMessage.objects.get().from_user_id == OLD_ID
+    assert not Contact.objects.filter(user_id=OLD_ID).exists()
+
+
+def test_a_changed_user_id_onto_an_existing_contact_carries_the_opt_out(
+    client: Client, number: PhoneNumber
+) -> None:
+    """Row: messages[] system user_changed_user_id (new id already a contact's)."""
+    out_at = timezone.now()
+    Contact.objects.create(user_id=OLD_ID, opted_out_at=out_at)
+    newer = Contact.objects.create(phone="+12195555358", user_id=NEW_ID)
+    deliver(client, user_id_changed(sender=True))
+    newer.refresh_from_db()
+    assert newer.opted_out_at == out_at
+
+
 # --- account_update ----------------------------------------------------------------------
 
 

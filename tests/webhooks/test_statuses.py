@@ -128,13 +128,23 @@ def test_any_evidence_settles_a_message_in_doubt(before: str) -> None:
     assert message.wamid == WAMID
 
 
-@pytest.mark.parametrize("final", ["dead", "skipped", "cancelled"])
+@pytest.mark.parametrize("final", ["dead", "skipped"])
 def test_final_states_are_never_moved_by_a_callback(final: str) -> None:
     message = make_message(status=final, wamid=WAMID)
     store_and_apply(for_message("status_read", message))
     message.refresh_from_db()
     assert message.status == final
     assert message.read_at is None
+
+
+def test_a_cancelled_message_that_reached_meta_after_all_takes_meta_s_word() -> None:
+    """Cancelled after an ambiguous attempt (no wamid known): Meta's callback, matched by
+    our callback data, says it went out, and that is what the row must show."""
+    message = make_message(status="cancelled", wamid=None)
+    store_and_apply(for_message("status_delivered", message))
+    message.refresh_from_db()
+    assert message.status == "delivered"
+    assert message.wamid == WAMID and message.delivered_at is not None
 
 
 def test_duplicated_callbacks_in_one_post_and_across_posts_apply_once() -> None:

@@ -4,7 +4,8 @@ A POST does the least that makes the callback durable: read the raw body (size-c
 check its signature, hand it to the process's group commit (one INSERT for every POST
 waiting at that moment, ``webhooks.ingest``), answer 200 once it is committed. Parsing
 statuses and touching messages happen in the applier job. Past capacity it answers 503
-with Retry-After.
+with Retry-After: when too many bodies wait for the commit (the database is slow), and
+when the POST waited too long for a thread (the process's CPU is the limit).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from webhooks import metrics
 from webhooks.ingest import NotStored, Overloaded, webhook_body_store
 from webhooks.payloads import envelope_check
 from webhooks.signature import handshake_challenge, signature_is_valid
+from whatsblast.core.request_queue import queue_wait_s
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +50,11 @@ def _handshake(request: HttpRequest) -> HttpResponse:
 
 
 def _receive(request: HttpRequest) -> HttpResponse:
+    waited = queue_wait_s()
+    if waited is not None and waited > settings.WEBHOOK_QUEUE_LIMIT_S:
+        # The process is past capacity (its threads cannot keep up): a late answer helps
+        # nobody, Meta would time out and resend. Refuse before reading or verifying.
+        return _busy()
     limit = settings.WEBHOOK_MAX_BODY_BYTES
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -74,11 +81,15 @@ def _receive(request: HttpRequest) -> HttpResponse:
         webhook_body_store(body=body, rejected_reason=_rejection(body))
     except (Overloaded, NotStored):
         # Past capacity, or the database too slow: Meta retries, and nothing was acked.
-        metrics.webhook_shed()
-        response = HttpResponse("busy", status=503, content_type="text/plain")
-        response["Retry-After"] = str(settings.WEBHOOK_RETRY_AFTER_S)
-        return response
+        return _busy()
     return HttpResponse("ok", content_type="text/plain")
+
+
+def _busy() -> HttpResponse:
+    metrics.webhook_shed()
+    response = HttpResponse("busy", status=503, content_type="text/plain")
+    response["Retry-After"] = str(settings.WEBHOOK_RETRY_AFTER_S)
+    return response
 
 
 def _rejection(body: bytes) -> str | None:

@@ -1,0 +1,332 @@
+"""A flood of Meta's callbacks at three times what the stack can store, through the proxy.
+
+The stack as deploy/ runs it: nginx with the webhook blocks of deploy/nginx/whatsblast.conf
+taken as they are (only the upstream's port and its ``max_conns`` are this run's: workers x
+threads), in front of gunicorn with the production settings. One status per POST, each a
+distinct body signed as Meta signs (bench/webhook_ingest.py makes them); every 50th POST
+is unsigned, as a forger would send.
+
+1. Capacity: wrk with as many connections as gunicorn has threads, for ``--capacity-seconds``:
+   the POSTs/s answered 200 is C.
+2. Flood: for ``--seconds``, connections that each send a POST every 100 ms, as many as make
+   ``--multiple`` x C offered (wrk's ``delay``: the next POST leaves on its clock, not when
+   an answer comes, as long as answers come in under 100 ms, which the proxy's 503s do).
+
+Prints one JSON object: capacity, offered POSTs/s (requests over wall time) and its
+multiple of C, answers by status, 503s carrying Retry-After, wrk's timeouts and socket
+errors, latency p50/p99/max over every request, the events stored during the flood and how
+many of them came from unsigned POSTs (must be 0). The answered-200 count must not exceed the
+stored count. Needs nginx and wrk (Debian's packages).
+
+    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/webhook_flood.py \\
+        [--seconds 30] [--multiple 3] [--workers 2] [--threads 8] [--keep-events]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import django_setup
+from webhook_ingest import PATH, ROOT, prepare, server_env
+
+NGINX_CONF = ROOT / "deploy" / "nginx" / "whatsblast.conf"
+UNSIGNED_EVERY = 50
+DELAY_MS = 100
+
+# Replays the prepared requests (a slice per wrk process), pacing each connection with
+# ``delay`` when asked, counting answers by status and 503s that carry Retry-After.
+WRK_SCRIPT = r"""
+local requests = {}
+local count = 0
+local index = 0
+local pace = 0
+statuses = {}
+retry_after = 0
+wrapped = 0
+
+function init(args)
+  local file = io.open(args[1])
+  local slice = tonumber(args[2])
+  local slices = tonumber(args[3])
+  pace = tonumber(args[4])
+  local n = 0
+  for line in file:lines() do
+    if n % slices == slice then
+      local signature, body = line:match("^(%S+) (.*)$")
+      local headers = {["Content-Type"] = "application/json"}
+      if signature ~= "-" then headers["X-Hub-Signature-256"] = signature end
+      requests[#requests + 1] = wrk.format("POST", "__PATH__", headers, body)
+    end
+    n = n + 1
+  end
+  file:close()
+  count = #requests
+end
+
+function request()
+  index = index + 1
+  if index > count then index = 1; wrapped = wrapped + 1 end
+  return requests[index]
+end
+
+function delay()
+  return pace
+end
+
+function response(status, headers, body)
+  local key = tostring(status)
+  statuses[key] = (statuses[key] or 0) + 1
+  if status == 503 and headers["Retry-After"] then retry_after = retry_after + 1 end
+end
+
+local threads = {}
+function setup(thread)
+  table.insert(threads, thread)
+end
+
+function done(summary, latency, requests)
+  local t = threads[1]
+  local codes = {}
+  for status, n in pairs(t:get("statuses")) do codes[#codes + 1] = status .. "=" .. n end
+  io.write(string.format(
+    "RESULT %d %d %.3f %.3f %.3f %d %d %d %d %d %d %s\n",
+    summary.requests, summary.duration,
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000, latency.max / 1000,
+    summary.errors.connect, summary.errors.read, summary.errors.write,
+    summary.errors.timeout, t:get("retry_after"), t:get("wrapped"),
+    table.concat(codes, ",")
+  ))
+end
+"""
+
+
+def block(text: str, name: str) -> str:
+    """The lines between ``# BEGIN name`` and ``# END name`` of the deployed config."""
+    match = re.search(rf"# BEGIN {name}[^\n]*\n(.*?)\n\s*# END {name}", text, re.S)
+    if match is None:
+        raise RuntimeError(f"{NGINX_CONF} has no '# BEGIN {name}' block")
+    return match.group(1)
+
+
+def nginx_conf(directory: Path, *, port: int, upstream_port: int, max_conns: int) -> str:
+    deployed = NGINX_CONF.read_text()
+    upstream = block(deployed, "webhook upstream")
+    upstream = upstream.replace("127.0.0.1:8000", f"127.0.0.1:{upstream_port}")
+    upstream = re.sub(r"max_conns=\d+", f"max_conns={max_conns}", upstream)
+    upstream = re.sub(r"keepalive \d+", f"keepalive {max_conns}", upstream)
+    temp = {
+        f"{kind}_temp_path {directory / kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    }
+    return "\n".join(
+        [
+            "daemon off;",
+            "worker_processes 1;",
+            "user root;" if os.geteuid() == 0 else "",
+            f"pid {directory / 'nginx.pid'};",
+            f"error_log {directory / 'error.log'} warn;",
+            "events { worker_connections 8192; }",
+            "http {",
+            "access_log off;",
+            *sorted(temp),
+            upstream,
+            "server {",
+            f"listen 127.0.0.1:{port};",
+            "client_max_body_size 5m;",
+            block(deployed, "webhook location"),
+            "location = /healthz { return 200; }",
+            "}",
+            "}",
+        ]
+    )
+
+
+def prepare_phases(directory: Path, *, capacity: int, flood: int) -> tuple[Path, Path]:
+    """Distinct signed bodies, cut into the capacity phase's file and the flood's (none
+    repeats across them); every UNSIGNED_EVERY-th one loses its signature."""
+    signed = directory / "signed.txt"
+    prepare(signed, capacity + flood)
+    files = directory / "capacity.txt", directory / "flood.txt"
+    with signed.open("rb") as lines, files[0].open("wb") as first, files[1].open("wb") as then:
+        for n, line in enumerate(lines):
+            if n % UNSIGNED_EVERY == UNSIGNED_EVERY - 1:
+                _, _, body = line.partition(b" ")
+                line = b"- " + body.replace(b"wamid.bench-ingest-", b"wamid.unsigned-")
+            (first if n < capacity else then).write(line)
+    signed.unlink()
+    return files
+
+
+def wrk(url: str, requests_file: Path, *, connections: int, seconds: int, pace_ms: int,
+        timeout_s: float, processes: int = 2) -> dict[str, Any]:  # fmt: skip
+    script = Path(tempfile.mkstemp(suffix=".lua")[1])
+    script.write_text(WRK_SCRIPT.replace("__PATH__", PATH))
+    per = max(1, math.ceil(connections / processes))
+    procs = [
+        subprocess.Popen(  # noqa: S603 - a fixed tool and our own arguments
+            [
+                "wrk",
+                "-t1",
+                f"-c{per}",
+                f"-d{seconds}s",
+                "--timeout",
+                f"{math.ceil(timeout_s)}s",
+                "-s",
+                str(script),
+                url,
+                "--",
+                str(requests_file),
+                str(index),
+                str(processes),
+                str(pace_ms),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for index in range(processes)
+    ]
+    rows = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=seconds + 120)
+        match = re.search(r"^RESULT (.*)$", out, re.M)
+        if match is None:
+            raise RuntimeError(f"wrk printed no result:\n{out}")
+        rows.append(match.group(1).split())
+    script.unlink()
+    statuses: dict[str, int] = {}
+    for row in rows:
+        for pair in filter(None, row[11].split(",") if len(row) > 11 else []):
+            status, _, n = pair.partition("=")
+            statuses[status] = statuses.get(status, 0) + int(n)
+    requests = sum(int(r[0]) for r in rows)
+    duration_s = max(int(r[1]) for r in rows) / 1e6
+    return {
+        "connections": per * processes,
+        "requests": requests,
+        "seconds": round(duration_s, 2),
+        "posts_per_s": round(requests / duration_s),
+        "statuses": dict(sorted(statuses.items())),
+        "retry_after_on_503": sum(int(r[9]) for r in rows),
+        # Percentiles per wrk process; the worst is reported.
+        "p50_ms": max(float(r[2]) for r in rows),
+        "p99_ms": max(float(r[3]) for r in rows),
+        "max_ms": max(float(r[4]) for r in rows),
+        "errors": {
+            "connect": sum(int(r[5]) for r in rows),
+            "read": sum(int(r[6]) for r in rows),
+            "write": sum(int(r[7]) for r in rows),
+            "timeout": sum(int(r[8]) for r in rows),
+        },
+        "wrapped": sum(int(r[10]) for r in rows),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--capacity-seconds", type=int, default=5)
+    parser.add_argument("--multiple", type=float, default=3.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--max-pending", type=int, default=6)
+    parser.add_argument("--timeout", type=float, default=10.0, help="wrk's, = proxy_read_timeout")
+    parser.add_argument("--keep-events", action="store_true", help="leave them for the caller")
+    args = parser.parse_args()
+    args.group_commit = True
+    for tool in ("wrk", "nginx"):
+        if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+            raise SystemExit(f"bench/webhook_flood.py needs {tool}: apt-get install {tool}")
+    django_setup()
+    from django.db import connection
+
+    from webhooks.models import WebhookEvent
+    from whatsblast.core.processes import free_port, wait_for_http
+
+    directory = Path(tempfile.mkdtemp(prefix="wb-flood-"))
+    first_event = WebhookEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
+    web_port, proxy_port = free_port(), free_port()
+    in_flight = args.workers * args.threads
+    (directory / "nginx.conf").write_text(
+        nginx_conf(directory, port=proxy_port, upstream_port=web_port, max_conns=in_flight)
+    )
+    env = {
+        **server_env(args, web_port),
+        "GUNICORN_WORKERS": str(args.workers),
+        "GUNICORN_THREADS": str(args.threads),
+        "WEBHOOK_MAX_PENDING": str(args.max_pending),
+    }
+    web = subprocess.Popen(  # noqa: S603 - our own web process
+        [
+            str(ROOT / ".venv" / "bin" / "gunicorn"),
+            "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "whatsblast.wsgi",
+        ],
+        cwd=ROOT, env=env, stderr=(directory / "web.log").open("wb"),
+    )  # fmt: skip
+    proxy = subprocess.Popen(  # noqa: S603 - nginx with the config written above
+        [shutil.which("nginx") or "/usr/sbin/nginx", "-c", str(directory / "nginx.conf")],
+        stderr=(directory / "nginx.log").open("wb"),
+    )
+    url = f"http://127.0.0.1:{proxy_port}"
+    try:
+        wait_for_http(f"http://127.0.0.1:{web_port}/healthz")
+        wait_for_http(f"{url}/healthz")
+        # Enough distinct bodies that none repeats: one file per phase, cut from one set.
+        capacity_file, flood_file = prepare_phases(
+            directory, capacity=40_000, flood=12_000 * args.seconds
+        )
+        capacity = wrk(url, capacity_file, connections=in_flight, seconds=args.capacity_seconds,
+                       pace_ms=0, timeout_s=args.timeout)  # fmt: skip
+        c = capacity["statuses"].get("200", 0) / capacity["seconds"]
+        latency_s = capacity["p50_ms"] / 1000
+        connections = math.ceil(args.multiple * c * (DELAY_MS / 1000 + latency_s))
+        flood_from = WebhookEvent.objects.order_by("-id").values_list("id", flat=True).first()
+        time.sleep(1)  # the capacity phase's last commits
+        flood = wrk(url, flood_file, connections=connections, seconds=args.seconds,
+                    pace_ms=DELAY_MS, timeout_s=args.timeout)  # fmt: skip
+        time.sleep(1)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*), count(*) FILTER (WHERE position(%s::bytea IN body) > 0)"
+                " FROM webhooks_webhookevent WHERE id > %s",
+                [b"wamid.unsigned-", flood_from or first_event],
+            )
+            stored, unsigned = cursor.fetchone()
+    finally:
+        proxy.terminate()
+        web.terminate()
+        proxy.wait(timeout=30)
+        web.wait(timeout=30)
+        if not args.keep_events:
+            WebhookEvent.objects.filter(id__gt=first_event).delete()
+    print(
+        json.dumps(
+            {
+                "scenario": "webhook_flood",
+                "workers": args.workers,
+                "threads": args.threads,
+                "capacity_posts_per_s": round(c),
+                "capacity": capacity,
+                "flood": flood,
+                "offered_multiple": round(flood["posts_per_s"] / c, 2) if c else None,
+                "events_stored_during_flood": stored,
+                "events_stored_from_unsigned": unsigned,
+                "first_event_id": first_event,
+                "logs": str(directory),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
