@@ -3,7 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
-from whatsblast.admin.preferences import time_zone
+from whatsblast.admin.preferences import preferences
 from whatsblast.auth.login_throttle import ThrottledAdminLoginForm
 from whatsblast.views import api, health, metrics, webhooks
 
@@ -32,7 +32,7 @@ api_urls = (
 handler403 = "whatsblast.views.errors.forbidden"
 
 urlpatterns = [
-    path("admin/time-zone/", time_zone, name="wb_time_zone"),
+    path("admin/preferences/", preferences, name="wb_preferences"),
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),

@@ -10,10 +10,7 @@
 
   function render(p) {
     if (p.percent === null) { bar.removeAttribute("value"); } else { bar.value = p.percent; }
-    var text = p.status_label + ": " + p.rows_read.toLocaleString() + " rows";
-    if (p.rows_estimate) { text += " of about " + p.rows_estimate.toLocaleString(); }
-    if (p.percent !== null) { text += " (" + p.percent + " %)"; }
-    label.textContent = text;
+    label.textContent = p.label;  // the server names the stage (reading, then writing)
     if (stalled) { stalled.hidden = !p.stalled; }
   }
 

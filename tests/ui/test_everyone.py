@@ -51,25 +51,59 @@ def test_no_view_site_link_and_the_sidebar_spells_unmatched_statuses() -> None:
     assert "Unmatched statuses" in page and "statuss" not in page
 
 
-def test_times_follow_the_viewers_zone_in_one_format() -> None:
+def test_times_follow_the_zone_kept_on_the_viewers_account_in_one_format(
+    settings: Any,
+) -> None:
     from datetime import datetime
     from zoneinfo import ZoneInfo
 
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
     from tests.factories import make_campaign
+    from whatsblast.models import Preferences
 
     make_campaign(
         name="Zoned",
         status="completed",
         started_at=datetime(2026, 12, 1, 11, 2, tzinfo=ZoneInfo("UTC")),
     )
-    marketer = client_for(MARKETING)
+    user = role_user(MARKETING)
+    marketer = Client()
+    marketer.force_login(user)
     page = marketer.get("/admin/campaigns/campaign/").content.decode()
     assert "started 2026-12-01 11:02" in page and "Times: UTC" in page
-    marketer.post("/admin/time-zone/", {"time_zone": "America/Sao_Paulo", "next": "/admin/"})
-    page = marketer.get("/admin/campaigns/campaign/").content.decode()
+    form = marketer.get("/admin/preferences/?next=/admin/").content.decode()
+    assert "My preferences" in form and 'placeholder="UTC (the default)"' in form
+
+    saved = marketer.post(
+        "/admin/preferences/", {"time_zone": "America/Sao_Paulo", "next": "/admin/"}
+    )
+    assert saved.status_code == 302 and saved["Location"] == "/admin/"
+    assert Preferences.objects.get(user=user).time_zone == "America/Sao_Paulo"
+    with CaptureQueriesContext(connection) as queries:
+        page = marketer.get("/admin/campaigns/campaign/").content.decode()
     assert "started 2026-12-01 08:02" in page and "Times: America/Sao_Paulo" in page
-    refused = marketer.post("/admin/time-zone/", {"time_zone": "Mars/Olympus"})
+    # Read from the session: the zone costs the page no query.
+    assert not [q for q in queries.captured_queries if "whatsblast_preferences" in q["sql"]]
+
+    # A new sign-in (another browser) reads the zone from the account.
+    again = Client()
+    again.force_login(user)
+    page = again.get("/admin/campaigns/campaign/").content.decode()
+    assert "started 2026-12-01 08:02" in page and "Times: America/Sao_Paulo" in page
+
+    refused = marketer.post("/admin/preferences/", {"time_zone": "Mars/Olympus"})
     assert refused.status_code == 200 and "is not a time zone" in refused.content.decode()
+    assert Preferences.objects.get(user=user).time_zone == "America/Sao_Paulo"
+
+    # Someone who has not chosen reads the site's default; blank goes back to it.
+    settings.DISPLAY_TIME_ZONE = "Europe/Lisbon"
+    support = client_for(SUPPORT)
+    assert "Times: Europe/Lisbon" in support.get("/admin/").content.decode()
+    marketer.post("/admin/preferences/", {"time_zone": "", "next": "/admin/"})
+    page = marketer.get("/admin/campaigns/campaign/").content.decode()
+    assert "started 2026-12-01 11:02" in page and "Times: Europe/Lisbon" in page
 
 
 def test_stored_json_is_shown_as_tables_and_contact_fields_as_lines() -> None:

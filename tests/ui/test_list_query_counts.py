@@ -9,7 +9,6 @@ and fails here.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -300,11 +299,9 @@ def test_a_list_page_costs_a_fixed_number_of_queries_with_10k_rows(
     admin_client.get(url)  # warm: content types, sessions
 
     for params in _variants(admin.site._registry[model]):
-        started = time.monotonic()
         with django_assert_max_num_queries(MAX_QUERIES):
             response = admin_client.get(url, params)
         assert response.status_code == 200, (label, params)
-        assert time.monotonic() - started < 5, (label, params)
 
 
 @pytest.mark.parametrize(

@@ -182,3 +182,36 @@ def _csv_file() -> Any:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     return SimpleUploadedFile("c.csv", b"phone\n+5511999990001\n", content_type="text/csv")
+
+
+def test_a_marketer_reads_the_rate_card_but_cannot_change_it() -> None:
+    from decimal import Decimal
+
+    from campaigns.models import RateCard
+
+    card = RateCard.objects.create(
+        country_prefix="+55", category="marketing", price=Decimal("0.0625"), currency="USD"
+    )
+    marketer = client_for(role_user(MARKETING))
+    listing = marketer.get(reverse("admin:campaigns_ratecard_changelist"))
+    assert listing.status_code == 200
+    page = listing.content.decode()
+    assert "+55" in page and "0.0625" in page
+    assert 'name="form-0-price"' not in page  # no in-list editing for a reader
+    change_url = reverse("admin:campaigns_ratecard_change", args=[card.pk])
+    detail = marketer.get(change_url)
+    assert detail.status_code == 200 and 'name="price"' not in detail.content.decode()
+    assert marketer.get(reverse("admin:campaigns_ratecard_add")).status_code == 403
+    refused = marketer.post(
+        change_url,
+        {"country_prefix": "+55", "category": "marketing", "price": "9", "currency": "USD"},
+    )
+    assert refused.status_code == 403
+    card.refresh_from_db()
+    assert card.price == Decimal("0.0625")
+    # An operator edits it in the list.
+    operator = client_for(role_user(OPERATORS))
+    assert (
+        'name="form-0-price"'
+        in operator.get(reverse("admin:campaigns_ratecard_changelist")).content.decode()
+    )

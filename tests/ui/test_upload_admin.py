@@ -192,3 +192,95 @@ def test_an_upload_waiting_for_its_columns_sends_the_uploader_to_choose_them(
         client.get(reverse("admin:campaigns_contactupload_map", args=[upload.pk])).status_code
         == 403
     )
+
+
+# 0001 on lines 2 and 5 and 0002 on lines 3 and 6: with two-row batches each pair is split.
+REPEATS = (
+    "Name,Mobile,City\n"
+    "Ana,+55 11 99999-0001,Recife\n"
+    "Bo,(11) 99999-0002,Natal\n"
+    "Cy,(11) 99999-0003,Sousa\n"
+    "Ana B,+5511999990001,\n"
+    "Bob,11 99999-0002,Olinda\n"
+)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("policy", "ana", "counts"),
+    [
+        ("last", ("Ana B", {"City": "Recife"}), ("3", "2", "0")),
+        ("first", ("Ana", {"City": "Recife"}), ("3", "2", "0")),
+    ],
+)
+def test_repeated_numbers_across_batches_are_merged_by_the_chosen_policy_and_listed(
+    marketer: Client, settings: Any, policy: str, ana: tuple[str, Any], counts: tuple[str, ...]
+) -> None:
+    settings.CONTACT_IMPORT_BATCH_SIZE = 2
+    contact_list = make_contact_list(name="repeats")
+    upload_url = reverse("admin:campaigns_contactlist_upload", args=[contact_list.pk])
+    map_url = marketer.post(upload_url, {"file": csv_file(REPEATS)})["Location"]
+    form = marketer.get(map_url).content.decode()
+    assert 'value="last"' in form and "First row wins" in form and "Reject repeated" in form
+
+    status_url = marketer.post(
+        map_url,
+        {
+            "phone_column": "Mobile",
+            "name_column": "Name",
+            "region": "BR",
+            "attribute_columns": ["City"],
+            "duplicate_policy": policy,
+        },
+    )["Location"]
+    work_burst("maintenance")
+
+    page = marketer.get(status_url).content.decode()
+    imported, merged, rejected = counts
+    assert f'<strong id="count-imported">{imported}</strong>' in page
+    assert f'<strong id="count-merged">{merged}</strong>' in page
+    assert f'<strong id="count-rejected">{rejected}</strong>' in page
+    label = "Last row wins" if policy == "last" else "First row wins"
+    assert f'<strong id="duplicate-policy">{label}</strong>' in page
+    assert (
+        '<td class="num">5</td><td>+5511999990001</td><td class="num">2</td>' in page
+        and '<td class="num">6</td><td>+5511999990002</td><td class="num">3</td>' in page
+    )
+    contact = Contact.objects.get(phone="+5511999990001")
+    assert (contact.name, contact.attributes) == ana
+    bo = Contact.objects.get(phone="+5511999990002")
+    assert bo.name == ("Bob" if policy == "last" else "Bo")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_rejected_repeats_are_in_the_report_and_the_reuploadable_rejects_file(
+    marketer: Client, settings: Any
+) -> None:
+    settings.CONTACT_IMPORT_BATCH_SIZE = 2
+    contact_list = make_contact_list(name="strict")
+    upload_url = reverse("admin:campaigns_contactlist_upload", args=[contact_list.pk])
+    map_url = marketer.post(upload_url, {"file": csv_file(REPEATS)})["Location"]
+    status_url = marketer.post(
+        map_url,
+        {
+            "phone_column": "Mobile",
+            "name_column": "Name",
+            "region": "BR",
+            "duplicate_policy": "reject",
+        },
+    )["Location"]
+    work_burst("maintenance")
+
+    page = marketer.get(status_url).content.decode()
+    upload = ContactUpload.objects.get()
+    assert upload.duplicate_policy == "reject"
+    assert '<strong id="count-imported">1</strong>' in page
+    assert '<strong id="count-rejected">4</strong>' in page
+    assert 'id="duplicates-rejected"' in page and 'id="repeats"' not in page
+    assert "the number is also on line 5: repeated numbers are rejected" in page
+    rejects = marketer.get(reverse("admin:campaigns_contactupload_rejects", args=[upload.pk]))
+    lines = b"".join(rejects.streaming_content).decode().splitlines()
+    assert lines[0] == "line,value,reason,Name,Mobile,City"
+    assert [line.split(",")[0] for line in lines[1:]] == ["2", "3", "5", "6"]
+    assert lines[1].endswith(",Ana,'+55 11 99999-0001,Recife")
+    assert set(contact_list.contacts.values_list("phone", flat=True)) == {"+5511999990003"}

@@ -97,16 +97,20 @@ class ContactForm(forms.ModelForm[Contact]):
 
     class Meta:
         model = Contact
-        fields = ("phone", "name", "attributes", "opted_in_at", "opted_out_at")
+        fields = ("phone", "user_id", "name", "attributes", "opted_in_at", "opted_out_at")
 
 
 @admin.register(Contact)
 class ContactAdmin(LargeTableAdmin):
     form = ContactForm
-    list_display = ("phone", "name", "opted_in_at", "opted_out_at", "created_at")
+    # A contact known only by its WhatsApp user id shows "-" as its phone.
+    list_display = ("phone", "user_id", "name", "opted_in_at", "opted_out_at", "created_at")
     list_filter = (("opted_out_at", admin.EmptyFieldListFilter), "lists")
-    # "=phone" is an exact match the unique index serves; name search scans, as it must.
-    search_fields = ("=phone", "name")
-    search_help_text = "Exact E.164 phone (+5511999990000) or part of a name."
-    ordering = ("phone",)
+    # "=phone" and "=user_id" are exact matches their unique indexes serve; name search
+    # scans, as it must.
+    search_fields = ("=phone", "=user_id", "name")
+    search_help_text = (
+        "Exact E.164 phone (+5511999990000), exact WhatsApp user id (US.1349…) or part of a name."
+    )
+    ordering = ("phone", "user_id")
     readonly_fields = ("created_at", "updated_at")

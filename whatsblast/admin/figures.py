@@ -11,11 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from delivery.campaigns.progress import (
-    OUTCOME_LABELS,
-    campaigns_status_counts,
-    outcome_counts,
-)
+from delivery.campaigns.progress import OUTCOME_LABELS, outcome_counts
+from delivery.campaigns.status_counts import campaigns_status_counts
 from webhooks.selectors import (
     campaign_replier_counts,
     message_opted_out_expression,
@@ -66,7 +63,8 @@ class Figure:
 
 
 def campaigns_figures(*, campaign_ids: list[int]) -> dict[int, dict[str, int]]:
-    """{campaign id: {figure: count}} for several campaigns: two grouped queries."""
+    """{campaign id: {figure: count}} for several campaigns: two grouped queries, the
+    message counts from the maintained counters (never over the messages themselves)."""
     statuses = campaigns_status_counts(campaign_ids=campaign_ids)
     replies = campaign_replier_counts(campaign_ids=campaign_ids)
     result: dict[int, dict[str, int]] = {}

@@ -1,4 +1,4 @@
-"""The viewer's own settings: the time zone times are shown in."""
+"""My preferences: the viewer's own settings (the time zone times are shown in)."""
 
 from __future__ import annotations
 
@@ -7,32 +7,41 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from whatsblast.auth.time_zone import COOKIE, COOKIE_MAX_AGE, zone_choices, zone_or_none
+from whatsblast.auth.time_zone import (
+    default_zone_name,
+    viewer_zone_choice,
+    viewer_zone_save,
+    zone_choices,
+)
 
 
-def time_zone_view(request: HttpRequest) -> HttpResponse:
-    """GET: the choice; POST: keep it (a cookie) and go back to where the person was."""
-    current = request.COOKIES.get(COOKIE, "UTC")
+def preferences_view(request: HttpRequest) -> HttpResponse:
+    """GET: the person's choices; POST: keep them on their account and go back to where
+    they were. Each person sets only their own."""
     back = request.POST.get("next") or request.GET.get("next") or "/admin/"
     if not url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()}):
         back = "/admin/"
     error = ""
+    current = viewer_zone_choice(request.user)
     if request.method == "POST":
         wanted = request.POST.get("time_zone", "")
-        if zone_or_none(wanted) is not None:
-            response = HttpResponseRedirect(back)
-            response.set_cookie(COOKIE, wanted, max_age=COOKIE_MAX_AGE, samesite="Lax")
-            return response
-        error = f"{wanted!r} is not a time zone."
+        try:
+            viewer_zone_save(request, wanted)
+        except ValueError as exc:
+            error = f"{exc}: type a city, such as America/Sao_Paulo, or leave it blank."
+            current = wanted
+        else:
+            return HttpResponseRedirect(back)
     context = {
         **admin.site.each_context(request),
-        "title": "Your time zone",
+        "title": "My preferences",
         "zones": zone_choices(),
         "current": current,
+        "default_zone": default_zone_name(),
         "next": back,
         "error": error,
     }
-    return TemplateResponse(request, "admin/time_zone.html", context)
+    return TemplateResponse(request, "admin/preferences.html", context)
 
 
-time_zone = admin.site.admin_view(time_zone_view)
+preferences = admin.site.admin_view(preferences_view)

@@ -39,7 +39,7 @@ from campaigns.audience.uploads import (
     stored_suffix,
     upload_dir,
 )
-from campaigns.models import ContactList, ContactUpload, ContactUploadStatus
+from campaigns.models import ContactList, ContactUpload, ContactUploadStatus, DuplicatePolicy
 
 UPLOAD_FIELD = "file"
 
@@ -157,6 +157,17 @@ class MappingForm(forms.Form):
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text="Kept as contact attributes: campaign params can use them.",
+    )
+    duplicate_policy = forms.ChoiceField(
+        label="A number on several rows",
+        choices=DuplicatePolicy.choices,
+        initial=DuplicatePolicy.LAST,
+        required=False,  # not sent: last row wins, as before there was a choice
+        widget=forms.RadioSelect,
+        help_text="Anywhere in the file. Last row wins: the later rows' filled-in cells "
+        "update the earlier ones. First row wins: the later rows are ignored. Reject: none "
+        "of the rows is imported; all go to the rejected-rows file to be fixed and "
+        "uploaded again. Every repeated row is listed on the result page.",
     )
 
     def __init__(self, *args: Any, headers: list[str], has_header: bool, **kwargs: Any) -> None:
@@ -322,6 +333,7 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
             "name_column": upload.name_column,
             "region": upload.region,
             "attribute_columns": upload.attribute_columns,
+            "duplicate_policy": upload.duplicate_policy,
         }
         form = MappingForm(
             request.POST if request.method == "POST" else None,
@@ -338,6 +350,7 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
                     name_column=data["name_column"] or "",
                     region=data["region"] or "",
                     attribute_columns=list(data["attribute_columns"]),
+                    duplicate_policy=data["duplicate_policy"] or DuplicatePolicy.LAST,
                 )
             except ValidationError as exc:
                 _form_errors(form, exc)

@@ -1,7 +1,8 @@
 """The admin's roles: Django groups with exactly the permissions each job needs.
 
-- **Marketing** uploads contacts and manages lists and contacts, reads templates, numbers
-  and messages, creates, edits and launches campaigns.
+- **Marketing** uploads contacts and manages lists and contacts, reads templates, numbers,
+  messages and the rate card (prices are the operators' to change), creates, edits and
+  launches campaigns.
 - **Support** reads messages, campaigns, contacts and webhook records, and decides dead
   letters (requeue, discard).
 - **Operators** hold every permission of the project's apps: numbers, accounts, API keys,
@@ -60,6 +61,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...] | str] = {
         *_model("campaigns.contactupload", VIEW, ADD),
         *_model("campaigns.template", VIEW),
         *_model("campaigns.phonenumber", VIEW),
+        *_model("campaigns.ratecard", VIEW),
         *_model("campaigns.campaign", VIEW, ADD, CHANGE, extra=("launch_campaign",)),
         *_model("delivery.message", VIEW),
     ),

@@ -1,8 +1,9 @@
 """A marketer uploads contacts in a real browser; a real worker process imports them.
 
-Log in, open a contact list, upload a 100,000-row CSV with some bad rows, choose the phone
-column and the default country, watch the progress bar move while `manage.py rqworker
-maintenance` imports it, then read the result and download the rejected rows.
+Log in, open a contact list, upload a 100,000-row CSV with some bad rows and a few numbers
+repeated far apart in the file, choose the phone column, the default country and "first row
+wins", watch the progress bar move while `manage.py rqworker maintenance` imports it, then
+read the result (the repeated rows listed) and download the rejected rows.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ BAD = {
     60_000: "",  # no phone at all
     99_998: "call me",
 }
+# Row → the earlier row whose number it repeats: blocks of 20,000 rows apart.
+REPEATS = {50_000: 10, 80_000: 20}
+
+
+def phone_of(i: int) -> str:
+    return f"(11) 9{10_000_000 + REPEATS.get(i, i):08d}"
 
 
 def leads_csv(path: Path) -> Path:
@@ -38,7 +45,7 @@ def leads_csv(path: Path) -> Path:
         writer = csv.writer(f)
         writer.writerow(["Name", "Mobile", "City", "Notes"])
         for i in range(ROWS):
-            phone = BAD.get(i, f"(11) 9{10_000_000 + i:08d}")
+            phone = BAD.get(i, phone_of(i))
             writer.writerow([f"Person {i}", phone, f"City {i % 40}", "call after 6"])
     return path
 
@@ -65,6 +72,8 @@ def test_a_marketer_uploads_a_large_list_and_reads_the_rejected_rows(
     page.select_option("select[name=region]", "BR")
     page.uncheck("input[name=attribute_columns][value=Notes]")
     assert page.is_disabled("input[name=attribute_columns][value=Mobile]")
+    assert page.is_checked("input[name=duplicate_policy][value=last]")
+    page.check("input[name=duplicate_policy][value=first]")
     page.evaluate("window.scrollTo(0, 0)")
     screenshot(page, "contact-upload-columns.png")
 
@@ -94,9 +103,26 @@ def test_a_marketer_uploads_a_large_list_and_reads_the_rejected_rows(
     moving = [p for p in progress if p["status"] == "running" and 0 < p["rows_read"] < ROWS]
     assert moving, f"no progress seen between 0 and {ROWS} rows: {progress}"
     assert all(p["percent"] is None or p["percent"] <= 99 for p in progress if not p["finished"])
+    # First row wins: reading fills the bar's first half, writing its second; it never
+    # goes back, and the label names the stage.
+    percents = [p["percent"] for p in progress if p["percent"] is not None]
+    assert percents == sorted(percents), percents
+    for p in progress:
+        if p["status"] == "running" and p["percent"] is not None:
+            assert (p["percent"] >= 50) == p["writing"], p
+            assert ("rows read;" in p["label"]) == p["writing"], p
     assert page.inner_text("#count-total") == f"{ROWS:,}"
-    assert page.inner_text("#count-imported") == f"{ROWS - len(BAD):,}"
+    assert page.inner_text("#count-imported") == f"{ROWS - len(BAD) - len(REPEATS):,}"
+    assert page.inner_text("#count-merged") == str(len(REPEATS))
     assert page.inner_text("#count-rejected") == str(len(BAD))
+    assert page.inner_text("#duplicate-policy") == "First row wins"
+    repeats = page.eval_on_selector_all(
+        "#repeats tbody tr", "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
+    assert repeats == [  # file lines: the header is line 1
+        ["50002", "+5511910000010", "12"],
+        ["80002", "+5511910000020", "22"],
+    ]
     table = page.inner_text("#rejections")
     for line in (19, 2_502, 60_002, 100_000):  # file lines: header is line 1
         assert str(line) in table
@@ -111,9 +137,11 @@ def test_a_marketer_uploads_a_large_list_and_reads_the_rejected_rows(
 
     upload = ContactUpload.objects.get()
     assert upload.status == "done" and upload.created_by.username == "mia"
-    assert contact_list.contacts.count() == ROWS - len(BAD)
+    assert contact_list.contacts.count() == ROWS - len(BAD) - len(REPEATS)
     one = Contact.objects.get(phone="+5511910000000")
     assert (one.name, one.attributes) == ("Person 0", {"City": "City 0"})
+    first = Contact.objects.get(phone="+5511910000010")  # the first row of it won
+    assert (first.name, first.attributes) == ("Person 10", {"City": "City 10"})
     assert not (uploads / upload.stored_name).exists()  # imported: the upload is gone
 
 

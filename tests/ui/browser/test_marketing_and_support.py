@@ -295,7 +295,7 @@ def test_a_marketer_compares_campaigns_reads_a_report_and_follows_a_failure_code
     started = timezone.localtime(campaign.started_at, ZoneInfo("America/Sao_Paulo"))
     wide.click("#wb-time-zone")
     wide.fill("#id_time_zone", "America/Sao_Paulo")
-    wide.click("#time-zone-form input[type=submit]")
+    wide.click("#preferences-form input[type=submit]")
     wide.wait_for_url("**/admin/campaigns/campaign/")
     assert (wide.text_content("#wb-time-zone") or "").strip() == "Times: America/Sao_Paulo"
     row = wide.locator("#result_list tbody tr", has_text=campaign.name)
