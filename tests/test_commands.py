@@ -290,3 +290,29 @@ def test_campaign_status(tmp_path: Path) -> None:
     assert "messages 2, remaining 1" in text and "pending 1  sent 1" in text
     with pytest.raises(CommandError, match="no campaign with id 999999"):
         run("campaign", "status", "999999")
+
+
+def test_contacts_import_duplicate_policy_over_the_whole_file(tmp_path: Path) -> None:
+    path = tmp_path / "repeats.csv"
+    # 0001 on lines 2 and 4, in different batches of two rows.
+    path.write_text("phone,name\n+5511999990001,Ana\n+5511999990002,Bia\n+5511999990001,Ann\n")
+    rejects = tmp_path / "rejects.csv"
+    args = ("contacts", "import", str(path), "--list", "vip", "--batch-size", "2")
+    first = json.loads(run(*args, "--duplicates", "first"))
+    assert (first["duplicate_policy"], first["imported"], first["repeated"]) == ("first", 2, 1)
+    assert first["repeats"] == [{"line": 4, "phone": "+5511999990001", "merged_into_line": 2}]
+    assert Contact.objects.get(phone="+5511999990001").name == "Ana"
+
+    strict = json.loads(
+        run(*args, "--list", "strict", "--duplicates", "reject", "--rejects", str(rejects))
+    )
+    assert (strict["imported"], strict["rejected"], strict["duplicates_rejected"]) == (0, 2, 2)
+    assert [r["line"] for r in strict["rejections"]] == [2, 4]
+    assert rejects.read_text().splitlines()[1:] == [
+        "2,'+5511999990001,the number is also on line 4: repeated numbers are rejected,"
+        "'+5511999990001,Ana",
+        "4,'+5511999990001,the number is also on line 2: repeated numbers are rejected,"
+        "'+5511999990001,Ann",
+    ]
+    with pytest.raises(CommandError):
+        run(*args, "--duplicates", "newest")

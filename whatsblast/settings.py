@@ -47,7 +47,28 @@ _db["ENGINE"] = "django_prometheus.db.backends.postgresql"
 # Persistent connections: a new connection per request costs ~7x the webhook throughput.
 _db["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60, minimum=0)
 _db["CONN_HEALTH_CHECKS"] = True
+# A worker cut off from PostgreSQL (a partition: packets dropped, nothing refused) must find
+# out and let another host take its work, not wait ~15 min for the kernel to give up on a
+# query (docs/operations.md, "Network timeouts"). libpq applies these to TCP only: a
+# connection over a Unix socket ignores them. tcp_user_timeout bounds how long sent data
+# may stay unacknowledged, so a long query the server is still working on is not cut.
+DB_CONNECT_TIMEOUT = env_int("DB_CONNECT_TIMEOUT", 5, minimum=1)
+DB_TCP_USER_TIMEOUT_MS = env_int("DB_TCP_USER_TIMEOUT_MS", 15_000, minimum=0)
+DB_KEEPALIVES_IDLE = env_int("DB_KEEPALIVES_IDLE", 10, minimum=1)
+_db["OPTIONS"] = {
+    "connect_timeout": DB_CONNECT_TIMEOUT,
+    "keepalives": 1,
+    "keepalives_idle": DB_KEEPALIVES_IDLE,
+    "keepalives_interval": max(1, DB_KEEPALIVES_IDLE // 2),
+    "keepalives_count": 3,
+    "tcp_user_timeout": DB_TCP_USER_TIMEOUT_MS,
+    **(_db.get("OPTIONS") or {}),  # what DATABASE_URL's query says wins
+}
 DATABASES = {"default": _db}
+# The same for Redis (whatsblast.core.redis): every command answers within
+# REDIS_SOCKET_TIMEOUT or fails, and idle TCP connections are probed (keepalive).
+REDIS_CONNECT_TIMEOUT = env_float("REDIS_CONNECT_TIMEOUT", 5.0, minimum=0.1, maximum=60)
+REDIS_SOCKET_TIMEOUT = env_float("REDIS_SOCKET_TIMEOUT", 10.0, minimum=0.1, maximum=300)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Cloud API -------------------------------------------------------------------------------
@@ -89,6 +110,9 @@ WEBHOOK_GROUP_COMMIT = env_bool("WEBHOOK_GROUP_COMMIT", True)
 WEBHOOK_MAX_PENDING = env_int("WEBHOOK_MAX_PENDING", 12, minimum=1)
 WEBHOOK_STORE_TIMEOUT_S = env_float("WEBHOOK_STORE_TIMEOUT_S", 5.0, minimum=0.1, maximum=60)
 WEBHOOK_RETRY_AFTER_S = env_int("WEBHOOK_RETRY_AFTER_S", 1, minimum=1)
+# A POST that waited longer than this for a web thread (the process is past capacity: CPU,
+# not the database) is answered 503 at once instead of late (whatsblast/core/request_queue.py).
+WEBHOOK_QUEUE_LIMIT_S = env_float("WEBHOOK_QUEUE_LIMIT_S", 1.0, minimum=0.01, maximum=30)
 # Committer threads per web process, each with its own connection (one inserts while
 # another waits for its commit to reach the disk).
 WEBHOOK_COMMITTERS = env_int("WEBHOOK_COMMITTERS", 2, minimum=1, maximum=8)
@@ -132,6 +156,8 @@ API_DEFAULT_REQUESTS_PER_SECOND = env_int("API_DEFAULT_REQUESTS_PER_SECOND", 50,
 CONTACT_UPLOAD_DIR = Path(env_str("CONTACT_UPLOAD_DIR", str(DATA_DIR / "uploads")))
 # A million rows of a few columns is 30-60 MB of CSV; larger uploads are refused unread.
 CONTACT_UPLOAD_MAX_BYTES = env_int("CONTACT_UPLOAD_MAX_BYTES", 256 * 1024 * 1024, minimum=1024)
+# Rows per COPY and file lines per upsert of an upload's import (campaigns/audience/importing.py).
+CONTACT_IMPORT_BATCH_SIZE = env_int("CONTACT_IMPORT_BATCH_SIZE", 20_000, minimum=1)
 # Failed logins per username and client address before that pair is refused for the window.
 LOGIN_THROTTLE_FAILURES = env_int("LOGIN_THROTTLE_FAILURES", 5, minimum=1)
 LOGIN_THROTTLE_WINDOW_SECONDS = env_int("LOGIN_THROTTLE_WINDOW_SECONDS", 900, minimum=1)
@@ -194,6 +220,9 @@ AUTH_PASSWORD_VALIDATORS = [
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# The zone times are shown in for a person who has not chosen one under "My preferences"
+# (whatsblast/auth/time_zone.py); an IANA name such as America/Sao_Paulo.
+DISPLAY_TIME_ZONE = env_str("DISPLAY_TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
 # Dates and times written one way on every page (whatsblast/formats/en/formats.py).

@@ -82,3 +82,17 @@ def template_body(number: Any, *, to: str = "+5511987650001", **template: Any) -
     template.setdefault("language", "en_US")
     template.setdefault("params", {"body": ["123456"]})
     return {"phone_number_id": number.phone_number_id, "to": to, "template": template}
+
+
+def otp_sender(sim: Any) -> tuple[Any, Api]:
+    """A number of the simulator at 80 msg/s with an approved one-parameter ``otp``
+    template (in the table and at the simulator), and an API client holding its key."""
+    from delivery.api.keys import api_key_create
+    from tests.engine_support import number_on
+    from tests.factories import make_template
+
+    number = number_on(sim, rate=80)
+    make_template(account=number.account, name="otp", body_param_count=1)
+    sim.add_template(name="otp", language="en_US", body_params=1)
+    _, raw = api_key_create(name="shop", phone_number_ids=[number.phone_number_id])
+    return number, Api(raw)

@@ -12,6 +12,7 @@ from delivery import metrics
 from delivery.cloud.client import Accepted, ApiError
 from delivery.messages import Settlement
 from delivery.metrics import SendMeter
+from tests.factories import make_phone_number
 from tests.observability.support import scrape
 from tests.webhooks.support import APP_SECRET, URL, fixture_bytes, sign
 from webhooks.applier import events_drain
@@ -189,3 +190,24 @@ def test_webhook_posts_and_applier_batches_are_counted(client) -> None:
     assert after.value("whatsblast_webhook_unmatched_statuses_total") == 1
     assert after.value("whatsblast_webhook_unmatched_waiting") == 1
     assert after.value("whatsblast_webhook_events_pending") == 0
+
+
+def test_every_known_number_exports_its_throttling_errors_from_zero() -> None:
+    """So the first burst of 130429 is an increase Prometheus's rate() sees (a series that
+    first appears at its burst's size has none), and WhatsblastThroughputErrors fires."""
+    quiet = make_phone_number(phone_number_id="pn-quiet")
+    get_redis().hset(metrics.ERRORS_KEY, "pn-loud|130429", 3)
+
+    m = scrape()
+
+    assert (
+        m.value(
+            "whatsblast_send_errors_total", phone_number_id=quiet.phone_number_id, code="130429"
+        )
+        == 0
+    )
+    assert m.value("whatsblast_send_errors_total", phone_number_id="pn-loud", code="130429") == 3
+    # Only the alerted code is filled in; others appear when they happen.
+    assert m.matching("whatsblast_send_errors_total", phone_number_id="pn-quiet").keys() == {
+        frozenset({("phone_number_id", "pn-quiet"), ("code", "130429")})
+    }

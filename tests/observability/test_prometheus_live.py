@@ -17,6 +17,13 @@ The faults:
 - Meta refuses every send of a campaign with a retryable error and its retries run out:
   over 50 dead letters and WhatsblastDeadLettersGrowing fires (it has no `for:`; it clears
   once its 15 min window has passed, which this test does not wait for).
+- The applier is away while callbacks wait (their age set to five minutes): over 120 s of
+  lag and WhatsblastWebhookLag fires; the applier runs and it clears.
+- Meta throttles every send (130429), until the rate has been cut twice, while a real
+  worker process and the ticker send a campaign: the number pauses and its rate is cut,
+  WhatsblastThroughputErrors (a number being throttled) and WhatsblastRateBelowConfigured
+  (throughput below target) fire; the worker goes on sending cleanly, the rate creeps
+  back, the errors are diluted, and both clear.
 
 Everything is read from Prometheus's HTTP API.
 """
@@ -28,6 +35,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +43,24 @@ import pytest
 import requests
 import yaml
 from django.test import override_settings
+from django.utils import timezone
 
-from campaigns.models import Campaign, Contact, ListMembership
+from campaigns.models import Campaign, CampaignStatus, Contact, ListMembership, PhoneNumber
 from delivery.campaigns.launch import campaign_start
 from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
 from tests.factories import make_campaign, make_contact_list
 from tests.faults.services import PrivateRedis, short_tmpdir
+from tests.webhooks.support import fixture_json, meta_bytes
+from webhooks.applier import events_drain
+from webhooks.models import WebhookEvent
+from webhooks.services import event_store
 from whatsblast.core.counters import writes_resume
-from whatsblast.core.processes import free_port, wait_for_http
+from whatsblast.core.processes import (
+    ProcessGroup,
+    free_port,
+    service_environment,
+    wait_for_http,
+)
 
 ALERTS = Path(__file__).resolve().parents[2] / "deploy" / "prometheus" / "alerts.yml"
 HOLD = "3s"  # every `for:` in the rules this Prometheus evaluates
@@ -83,6 +101,13 @@ def rules_with_short_holds() -> str:
     return shortened
 
 
+def prometheus_ready(port: int) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/-/ready", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 @pytest.fixture
 def prometheus(live_server: Any, tmp_path: Path) -> Iterator[Prometheus]:
     binary = shutil.which("prometheus")
@@ -119,7 +144,10 @@ def prometheus(live_server: Any, tmp_path: Path) -> Iterator[Prometheus]:
         stderr=subprocess.STDOUT,
     )
     try:
+        # /-/ready answers 503 while the TSDB opens and the rules load; queries made then
+        # are refused with 503 too, so wait for its 200, not for any answer.
         wait_for_http(f"http://127.0.0.1:{port}/-/ready", timeout=30)
+        wait_until("prometheus ready", lambda: prometheus_ready(port), timeout=60)
         yield Prometheus(f"http://127.0.0.1:{port}")
     finally:
         process.terminate()
@@ -188,7 +216,7 @@ def test_prometheus_fires_and_clears_the_alert_for_redis_down_under_metrics(
     assert prometheus.query(f'ALERTS{{alertname="{name}"}}') == []
 
 
-def wave(first: Campaign, *, recipients: int) -> Campaign:
+def wave(first: Campaign, *, recipients: int, max_attempts: int = 1) -> Campaign:
     """Another campaign of ``first``'s number and template, to new recipients."""
     contact_list = make_contact_list()
     start = Contact.objects.count()
@@ -203,7 +231,7 @@ def wave(first: Campaign, *, recipients: int) -> Campaign:
         phone_number=first.phone_number,
         template=first.template,
         lists=[contact_list],
-        max_attempts=1,
+        max_attempts=max_attempts,
     )
 
 
@@ -234,3 +262,96 @@ def test_prometheus_fires_the_alert_for_dead_letters_growing(prometheus: Prometh
     assert alert["annotations"]["summary"].endswith(
         f"messages of number {number.phone_number_id} dead-lettered in 15 min"
     )
+
+
+def firing(prom: Prometheus, name: str) -> list[dict[str, Any]]:
+    return [a for a in prom.alerts(name) if a["state"] == "firing"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_prometheus_fires_and_clears_the_alert_for_webhook_lag(prometheus: Prometheus) -> None:
+    """The applier is down while callbacks wait: the oldest has waited past the threshold
+    (120 s), WhatsblastWebhookLag fires; the applier runs, the lag is 0, the alert clears."""
+    name = "WhatsblastWebhookLag"
+    lag = "whatsblast_webhook_apply_lag_seconds"
+    event_store(body=meta_bytes(fixture_json("status_delivered")))
+    wait_until("a fresh event's lag scraped", lambda: (gauge(prometheus, lag) or 0) > 0)
+    time.sleep(4)  # past the hold: a lag of seconds must not alert
+    assert prometheus.alerts(name) == []
+
+    # The same backlog, as it stands after the applier has been away for five minutes.
+    WebhookEvent.objects.update(received_at=timezone.now() - timedelta(seconds=300))
+    wait_until("the old lag scraped", lambda: (gauge(prometheus, lag) or 0) > 290)
+    waited = wait_until(f"{name} firing", lambda: bool(firing(prometheus, name)))
+    assert waited >= 2.0, "fired before its (shortened) for: elapsed"
+    (alert,) = firing(prometheus, name)
+    assert float(alert["value"]) > 290
+    assert alert["annotations"]["summary"].startswith("Stored callbacks wait 5m")
+
+    events_drain(budget_seconds=30)
+    wait_until("the lag back to 0", lambda: gauge(prometheus, lag) == 0)
+    wait_until(f"{name} cleared", lambda: prometheus.alerts(name) == [])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_prometheus_fires_and_clears_the_alerts_for_a_throttled_number(
+    prometheus: Prometheus, tmp_path: Path
+) -> None:
+    """Meta answers 130429 to every send for a moment while a worker process and the ticker
+    send: the number pauses and its rate is cut, WhatsblastThroughputErrors and
+    WhatsblastRateBelowConfigured fire. Meta lets it send again: the worker goes on, the
+    rate creeps back, and with enough clean sends both clear."""
+    errors, below = "WhatsblastThroughputErrors", "WhatsblastRateBelowConfigured"
+    env = {**service_environment(), "DEBUG": "1", "LOG_LEVEL": "WARNING"}
+    workers = ProcessGroup(tmp_path / "logs", env)
+    try:
+        with running_simulator(latency_ms=5) as sim:
+            number = number_on(sim, rate=200, reserve=0.0)
+            pnid = number.phone_number_id
+            effective = f'whatsblast_number_effective_rate{{phone_number_id="{pnid}"}}'
+            workers.manage("worker", "rqworker", "transactional", "campaigns", "maintenance")
+            workers.manage("ticker", "ticker", "--every", "1")
+            first = campaign_on(sim, number, recipients=200, max_attempts=20)
+            campaign_start(campaign=first)
+            wait_until("the first campaign sent", lambda: done(first, workers), timeout=60)
+            wait_until("the number's rate scraped", lambda: gauge(prometheus, effective) == 200)
+            time.sleep(4)  # past the hold: clean sending must not alert
+            assert prometheus.alerts(errors) == [] and prometheus.alerts(below) == []
+
+            # The fault: 130429 on every send until the rate has been cut twice (below
+            # 0.8 x 200: two pauses in a streak), then sends go through again.
+            throttled_wave = wave(first, recipients=400, max_attempts=20)
+            sim.configure(mode="all_throttle")
+            campaign_start(campaign=throttled_wave)
+            wait_until("the rate cut twice", lambda: effective_rate(number) < 160, timeout=60)
+            sim.configure(mode="normal")
+            wait_until(f"{errors} firing", lambda: bool(firing(prometheus, errors)), timeout=60)
+            (alert,) = firing(prometheus, errors)
+            assert alert["labels"]["phone_number_id"] == pnid
+            assert float(alert["value"]) > 0.02
+            wait_until(f"{below} firing", lambda: bool(firing(prometheus, below)), timeout=60)
+            wait_until("the throttled wave sent", lambda: done(throttled_wave, workers), 90)
+
+            # Clean sending: the rate creeps back up and the errors are a vanishing share.
+            clean_wave = wave(first, recipients=8000, max_attempts=20)
+            campaign_start(campaign=clean_wave)
+            wait_until(f"{below} cleared", lambda: prometheus.alerts(below) == [], timeout=120)
+            wait_until(f"{errors} cleared", lambda: prometheus.alerts(errors) == [], timeout=120)
+            assert effective_rate(number) >= 160
+            # Nothing lost to the throttling: every recipient of the wave was sent, once.
+            assert set(throttled_wave.messages.values_list("status", flat=True)) == {"sent"}
+            assert sim.duplicates() == {}
+    finally:
+        workers.stop()
+
+
+def effective_rate(number: PhoneNumber) -> float:
+    """The number's rate as the adaptive limiter has it (the configured one when not cut)."""
+    number.refresh_from_db()
+    return number.effective_rate or number.rate_per_second
+
+
+def done(campaign: Campaign, workers: ProcessGroup) -> bool:
+    workers.check()  # a worker that died fails the test with its log
+    campaign.refresh_from_db()
+    return campaign.status == CampaignStatus.COMPLETED

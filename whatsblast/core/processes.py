@@ -86,12 +86,15 @@ class ProcessGroup:
     log_dir: Path
     env: Mapping[str, str]
     children: list[Child] = field(default_factory=list)
+    # Put before every command, e.g. ("ip", "netns", "exec", NAME) to run it on another
+    # host's network (tests/faults/network.py).
+    prefix: Sequence[str] = ()
 
     def start(self, name: str, args: Sequence[str], *, python: bool = True) -> Child:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"{name}.log"
         log = log_path.open("wb")
-        argv = [sys.executable, *args] if python else list(args)
+        argv = [*self.prefix, *([sys.executable, *args] if python else args)]
         process = subprocess.Popen(  # noqa: S603 - argv built by the project
             argv,
             cwd=BASE_DIR,

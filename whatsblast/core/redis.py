@@ -9,7 +9,9 @@ checked yet; the next call tries again.
 from __future__ import annotations
 
 import asyncio
+import socket
 from functools import cache
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis
@@ -21,11 +23,36 @@ from whatsblast.core.service_versions import redis_version_check
 _checked: set[str] = set()
 
 
+def client_options(url: str) -> dict[str, Any]:
+    """Timeouts and keepalive for a client of ``url`` (settings: REDIS_*_TIMEOUT).
+
+    A partitioned worker (packets dropped, nothing refused) must see a command fail within
+    REDIS_SOCKET_TIMEOUT rather than wait for the kernel, so that it stops renewing what
+    it can no longer hold and another host takes its slots (docs/operations.md). Keepalive
+    probes find a dead idle connection; they exist for TCP only, not for Unix sockets.
+    """
+    options: dict[str, Any] = {
+        "socket_connect_timeout": settings.REDIS_CONNECT_TIMEOUT,
+        "socket_timeout": settings.REDIS_SOCKET_TIMEOUT,
+        "health_check_interval": 30,
+    }
+    if urlsplit(url).scheme != "unix":
+        options["socket_keepalive"] = True
+        options["socket_keepalive_options"] = {
+            option: value
+            for option, value in (
+                (getattr(socket, "TCP_KEEPIDLE", None), 10),
+                (getattr(socket, "TCP_KEEPINTVL", None), 5),
+                (getattr(socket, "TCP_KEEPCNT", None), 3),
+            )
+            if option is not None
+        }
+    return options
+
+
 @cache
 def _client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(
-        url, socket_connect_timeout=5, socket_timeout=10, health_check_interval=30
-    )
+    return redis.Redis.from_url(url, **client_options(url))
 
 
 def get_redis() -> redis.Redis:
@@ -58,7 +85,5 @@ def get_async_redis() -> redis.asyncio.Redis:
     key = (id(loop), url)
     client = _async_clients.get(key)
     if client is None:
-        client = _async_clients[key] = redis.asyncio.Redis.from_url(
-            url, socket_connect_timeout=5, socket_timeout=10, health_check_interval=30
-        )
+        client = _async_clients[key] = redis.asyncio.Redis.from_url(url, **client_options(url))
     return client

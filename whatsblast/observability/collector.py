@@ -219,14 +219,22 @@ def redis_metrics(conn: redis.Redis, snap: DatabaseSnapshot | None) -> Iterator[
     for key in keys:
         pipe.hgetall(key)
     raw = dict(zip(keys, (_hash(h) for h in pipe.execute()), strict=True))
-    yield from _send_counters(raw)
+    known = [n.phone_number_id for n in snap.numbers] if snap is not None else []
+    yield from _send_counters(raw, known)
     yield from _webhook_counters(raw[webhook_metrics.WEBHOOKS_KEY])
     yield from _queue_metrics(conn)
     if snap is not None:
         yield from _bucket_metrics(conn, snap)
 
 
-def _send_counters(raw: dict[str, dict[str, float]]) -> Iterator[Metric]:
+# Error codes an alert takes the rate of: every known number exports them from 0, so the
+# first burst counts. A series that first appears at 74 has no increase for rate() to see
+# (Prometheus only sees increases between samples), and a number's first throttling would
+# stay below the alert however hard Meta refused it.
+ALERTED_ERROR_CODES = ("130429",)
+
+
+def _send_counters(raw: dict[str, dict[str, float]], known: list[str]) -> Iterator[Metric]:
     sends = CounterMetricFamily(
         "whatsblast_sends",
         "Send attempts by number, traffic class and outcome",
@@ -240,7 +248,9 @@ def _send_counters(raw: dict[str, dict[str, float]]) -> Iterator[Metric]:
         "Failed sends by number and Meta error code (http_<status> or transport without one)",
         labels=["phone_number_id", "code"],
     )
-    for field, value in sorted(raw[send_metrics.ERRORS_KEY].items()):
+    counted = {f"{pnid}|{code}": 0.0 for pnid in known for code in ALERTED_ERROR_CODES}
+    counted.update(raw[send_metrics.ERRORS_KEY])
+    for field, value in sorted(counted.items()):
         errors.add_metric(field.rsplit("|", 1), value)
     yield errors
     wait = CounterMetricFamily(
