@@ -117,12 +117,15 @@ def inbound_store(
             )
         )
     stored = _insert_new(rows)
-    # Each message opens (or extends) the user's customer-service window with that number.
+    # Each message opens (or extends) the user's customer-service window with that number,
+    # under each name the API may be given for them: their phone and their user id.
     service_windows_record(
         [
-            (r.phone_number_id, r.from_phone, r.sent_at)
+            (r.phone_number_id, user, r.sent_at)
             for r in rows
-            if r.phone_number_id and r.from_phone
+            if r.phone_number_id
+            for user in (r.from_phone, r.from_user_id)
+            if user
         ]
     )
     opted = _contacts_opt_out(found, opting_out, now)

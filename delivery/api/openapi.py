@@ -115,8 +115,12 @@ _SCHEMAS: dict[str, Any] = {
                 "type": "string",
                 "minLength": 1,
                 "maxLength": v.MAX_TO,
-                "description": "Recipient in international (E.164) form.",
-                "examples": ["+5511999990000"],
+                "description": (
+                    "Recipient: a phone in international (E.164) form, or the WhatsApp user id"
+                    " (business-scoped, as the user's inbound messages name it) of a user who"
+                    " shares no phone. Authentication templates need a phone (Meta: 131062)."
+                ),
+                "examples": ["+5511999990000", "US.13491208655302741918"],
             },
             "template": {"$ref": "#/components/schemas/TemplateSend"},
             "text": {

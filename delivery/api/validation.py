@@ -16,11 +16,12 @@ from typing import Any
 import phonenumbers
 
 from delivery.api.errors import ApiProblem, invalid_fields
+from delivery.cloud.client import is_user_id
 
 MAX_NAME = 512  # Template.name
 MAX_LANGUAGE = 16  # Template.language
 MAX_PHONE_NUMBER_ID = 64  # PhoneNumber.phone_number_id
-MAX_TO = 32
+MAX_TO = 140  # Message.to: a phone, or a business-scoped user id
 MAX_TEXT = 4096  # Meta's limit for a text message body
 MAX_PARAM = 1024
 MAX_BODY_PARAMS = 100
@@ -44,7 +45,7 @@ class TemplateRequest:
 @dataclass(frozen=True)
 class MessageRequest:
     phone_number_id: str
-    to: str  # E.164
+    to: str  # E.164, or a business-scoped user id
     template: TemplateRequest | None
     text: str | None
 
@@ -162,13 +163,21 @@ def _safe_path(key: str) -> str:
 
 
 def _recipient(value: Any, errors: _Errors) -> str | None:
+    """An E.164 phone, or the business-scoped user id of a user who shares no phone (sent
+    as Meta's ``recipient``): ``US.13491208655302741918``, as their inbound messages name it."""
     raw = errors.string(value, "to", max_length=MAX_TO)
     if raw is None:
         return None
+    if is_user_id(raw):
+        return raw
     try:
         number = phonenumbers.parse(raw, None)
     except phonenumbers.NumberParseException:
-        errors.add("to", "Not a phone number in international form (E.164, e.g. +5511999990000).")
+        errors.add(
+            "to",
+            "Not a phone number in international form (E.164, e.g. +5511999990000) "
+            "nor a WhatsApp user id (e.g. US.13491208655302741918).",
+        )
         return None
     if not phonenumbers.is_valid_number(number):
         errors.add("to", "Not a valid phone number.")

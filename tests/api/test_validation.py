@@ -69,6 +69,21 @@ def test_recipients_must_be_valid_international_numbers(api, number, template, t
     assert "to" in error["fields"]
 
 
+@pytest.mark.parametrize("to", ["US.13491208655302741918", "US.ENT.11815799212886844830"])
+def test_a_whatsapp_user_id_is_a_recipient_as_given(api, number, template, to) -> None:
+    response, body = api.send(template_body(number, to=to))
+    assert response.status_code == 202
+    assert Message.objects.get(pk=body["id"]).to == to
+
+
+@pytest.mark.parametrize("to", ["US.", "us.1349120865", "USA.1349", "US.13 49", "US.1349-12"])
+def test_what_is_neither_a_phone_nor_a_user_id_is_refused_naming_both(
+    api, number, template, to
+) -> None:
+    error = refused(api, 400, "invalid_request", template_body(number, to=to))
+    assert "E.164" in error["fields"]["to"] and "user id" in error["fields"]["to"]
+
+
 def test_a_recipient_is_stored_in_e164_form(api, number, template) -> None:
     response, body = api.send(template_body(number, to="+55 (11) 98765-0001"))
     assert response.status_code == 202

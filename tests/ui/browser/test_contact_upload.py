@@ -100,8 +100,11 @@ def test_a_marketer_uploads_a_large_list_and_reads_the_rejected_rows(
             screenshot(page, "contact-upload-progress.png")
             captured = True
 
-    moving = [p for p in progress if p["status"] == "running" and 0 < p["rows_read"] < ROWS]
-    assert moving, f"no progress seen between 0 and {ROWS} rows: {progress}"
+    # The bar moved while the import ran. Which stage a poll (one a second) lands in depends
+    # on the machine: on a quiet one the whole file is read within a second, and the polls
+    # see the writing stage only (tests/campaigns/test_upload.py follows each row).
+    moving = [p for p in progress if p["status"] == "running" and 0 < (p["percent"] or 0) < 99]
+    assert moving, f"no progress seen between 0 and 99 %: {progress}"
     assert all(p["percent"] is None or p["percent"] <= 99 for p in progress if not p["finished"])
     # First row wins: reading fills the bar's first half, writing its second; it never
     # goes back, and the label names the stage.
