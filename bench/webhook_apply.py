@@ -15,11 +15,15 @@ Prints one JSON object. Everything the run inserted is deleted afterwards; run i
 scratch database:
 
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/webhook_apply.py [--messages 20000]
+
+``--profile FILE`` writes the batched drain's cProfile stats (``python -m pstats FILE``),
+with the profiler's own overhead in the figures of that run.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import hashlib
 import json
 import os
@@ -137,6 +141,11 @@ def main() -> None:
     parser.add_argument("--batch-events", type=int, default=None)
     parser.add_argument("--baseline-fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="profile the batched drain (cProfile) and write its stats to FILE",
+    )
     args = parser.parse_args()
 
     tag = f"bench{int(time.time())}"
@@ -154,9 +163,15 @@ def main() -> None:
         statuses = 3 * len(ids)
         events_insert(bodies)
 
+        profiler = cProfile.Profile() if args.profile else None
         started = time.perf_counter()
+        if profiler is not None:
+            profiler.enable()
         report = events_drain(budget_seconds=3600, batch_events=args.batch_events)
         batched_s = time.perf_counter() - started
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
         counts = dict(
             WebhookEvent.objects.filter(id__gt=first_event)
             .values_list("status")

@@ -32,8 +32,11 @@ import redis as redis_lib
 # committed transaction, because COMMIT returns after its WAL was written to the OS. Never
 # synchronous_commit=off here: a crash would then lose the last commits (a claim, a
 # recorded send) and the restart scenario would test the harness, not the engine.
+# Every autovacuum run is logged with its duration (pg.log in the kept directory), to set
+# against a window's latencies: in the soak, tables that only grow take longer each pass.
 _PG_OPTIONS = (
     "-c fsync=off -c max_connections=200 -c shared_buffers=128MB -c log_min_messages=warning"
+    " -c log_autovacuum_min_duration=0"
 )
 
 
