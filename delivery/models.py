@@ -256,7 +256,7 @@ class ServiceWindow(models.Model):
         "campaigns.PhoneNumber", on_delete=models.CASCADE, related_name="+"
     )
     # The user as Meta names them: E.164 phone, or a business-scoped user id.
-    user = models.CharField(max_length=64)
+    user = models.CharField(max_length=140)
     last_inbound_at = models.DateTimeField()
 
     class Meta:

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from campaigns.models import Contact
 from delivery.models import Message
+from delivery.service_windows import service_window_open
 from tests.factories import make_campaign, make_contact, make_phone_number
 from tests.webhooks.support import fixture_json, make_message, store_and_apply
 from webhooks.inbound import is_opt_out, keyword_normalise, opt_out_keywords
@@ -182,3 +183,19 @@ def test_keyword_normalisation_ignores_case_accents_spacing_and_edge_punctuation
     assert keyword_normalise("  ¡Arrêter!  ") == "arreter"
     assert keyword_normalise("STOP_PROMO") == "stop promo"
     assert keyword_normalise("Stop   promotions.") == "stop promotions"
+
+
+@pytest.mark.parametrize("user_id", ["US.13491208655302741918", "BR.ENT." + "7" * 116])
+def test_a_message_opens_the_service_window_under_the_phone_and_the_user_id(user_id: str) -> None:
+    """The API may name the user either way; a user id as long as the parser takes (123)
+    is recorded like a short one, not a batch the database refuses."""
+    number = make_phone_number(phone_number_id=OUR_NUMBER_ID)
+    payload = text_payload("hello")
+    value = payload["entry"][0]["changes"][0]["value"]
+    value["messages"][0]["from_user_id"] = user_id
+    value["messages"][0]["timestamp"] = str(int(timezone.now().timestamp()) - 60)
+    report = store_and_apply(payload)
+    assert report.inbound == 1 and report.failed == 0
+    assert service_window_open(phone_number_id=number.pk, user=SENDER)
+    assert service_window_open(phone_number_id=number.pk, user=user_id)
+    assert not service_window_open(phone_number_id=number.pk, user="US.1")
