@@ -17,6 +17,11 @@ is also written to a send log of 10 ms slots, and no grant takes a window of 102
 rate. The window is a little over a second so that a send written a few milliseconds late
 (the event loop busy, the network) still lands in a second that has room.
 
+Campaign grants are written to a second log of their own and held by it to the campaign
+share, ``(1 - reserve) * R``, in every window. Without it the campaign bucket's burst could
+take part of the reserve in the second after a stall, and a transactional send would wait
+for room the reserve had promised it.
+
 Keys carry the phone number id as a Redis Cluster hash tag (``{pnid}``) so every key of one
 number lives on one shard and the script may touch them all.
 """
@@ -48,7 +53,8 @@ class Grant:
 
 
 # KEYS[1] number bucket hash, KEYS[2] campaign bucket hash, KEYS[3] pause key,
-# KEYS[4] adaptive-rate key, KEYS[5] send log (grants per 10 ms slot, last second).
+# KEYS[4] adaptive-rate key, KEYS[5] send log (grants per 10 ms slot, last second),
+# KEYS[6] campaign send log (campaign grants only, same slots).
 # ARGV: rate, reserve, burst_s, want, is_campaign (1/0)
 # Returns {granted, wait_ms}.
 # "now" is Redis's clock, not the caller's: workers on several hosts must agree on it for
@@ -93,35 +99,56 @@ if is_campaign then
 end
 local granted = math.max(0, math.min(want, avail))
 
--- The send log: what the last second granted caps this grant. 102 slots of 10 ms: a grant
+-- The send logs: what the last second granted caps this grant. 102 slots of 10 ms: a grant
 -- made anywhere in its slot stays counted for at least 1.01 s (see the module's doc).
+-- Returns how many more the window takes under ``limit``, and when the oldest slot that
+-- holds a grant leaves it (nil when none does).
 local slot = math.floor(now / 10)
 local fields = {}
 for i = 1, 102 do fields[i] = slot - (i - 1) end
-local counts = redis.call('HMGET', KEYS[5], unpack(fields))
-local used = 0
-local oldest = nil
-for i = 102, 1, -1 do
-  local c = tonumber(counts[i])
-  if c then
-    used = used + c
-    if oldest == nil and c > 0 then oldest = slot - (i - 1) end
+local function window_room(key, limit)
+  local counts = redis.call('HMGET', key, unpack(fields))
+  local used = 0
+  local oldest = nil
+  for i = 102, 1, -1 do
+    local c = tonumber(counts[i])
+    if c then
+      used = used + c
+      if oldest == nil and c > 0 then oldest = slot - (i - 1) end
+    end
+  end
+  return math.max(0, math.floor(limit) - used), oldest
+end
+local function log_wait_for(oldest)
+  -- Room comes back when the oldest slot of the window leaves it.
+  if oldest ~= nil then return math.max(1, (oldest + 102) * 10 - now) end
+  return 10
+end
+local function write_log(key)
+  if granted > 0 then redis.call('HINCRBY', key, slot, granted) end
+  redis.call('PEXPIRE', key, 2000)
+  if redis.call('HLEN', key) > 150 then
+    for _, f in ipairs(redis.call('HKEYS', key)) do
+      if tonumber(f) <= slot - 102 then redis.call('HDEL', key, f) end
+    end
   end
 end
-local room = math.max(0, math.floor(rate) - used)
+
 local log_wait = 0
+local room, oldest = window_room(KEYS[5], rate)
 if granted > room then
   granted = room
-  -- Room comes back when the oldest slot of the window leaves it.
-  if oldest ~= nil then log_wait = math.max(1, (oldest + 102) * 10 - now) else log_wait = 10 end
+  log_wait = log_wait_for(oldest)
 end
-if granted > 0 then redis.call('HINCRBY', KEYS[5], slot, granted) end
-redis.call('PEXPIRE', KEYS[5], 2000)
-if redis.call('HLEN', KEYS[5]) > 150 then
-  for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
-    if tonumber(f) <= slot - 102 then redis.call('HDEL', KEYS[5], f) end
+if is_campaign then
+  local c_room, c_oldest = window_room(KEYS[6], c_rate)
+  if granted > c_room then
+    granted = c_room
+    log_wait = math.max(log_wait, log_wait_for(c_oldest))
   end
+  write_log(KEYS[6])
 end
+write_log(KEYS[5])
 
 n_tokens = n_tokens - granted
 redis.call('HSET', KEYS[1], 'tokens', n_tokens, 'ts', now)
@@ -144,20 +171,26 @@ return {granted, wait}
 """
 
 # Give back tokens that were taken but not used (fewer rows to claim than tokens).
-# KEYS[1] the send log, KEYS[2..] the buckets. The log takes the refund off its current
-# slot: within a few ms of the grant's own slot, so the window's sum is right again.
+# KEYS: the send log, the campaign send log, the number bucket, the campaign bucket.
+# ARGV: tokens, is_campaign (1/0). A log takes the refund off its current slot: within a
+# few ms of the grant's own slot, so the window's sum is right again. Only what exists is
+# touched: a bucket or log that expired meanwhile is not brought back by a refund.
 _REFUND_LUA = """
 local n = tonumber(ARGV[1])
-for i, key in ipairs(KEYS) do
-  if i == 1 then
-    if redis.call('EXISTS', key) == 1 then
-      local t = redis.call('TIME')
-      local slot = math.floor((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) / 10)
-      redis.call('HINCRBY', key, slot, -n)
-    end
-  elseif redis.call('EXISTS', key) == 1 then
-    redis.call('HINCRBYFLOAT', key, 'tokens', n)
-  end
+local is_campaign = ARGV[2] == '1'
+local t = redis.call('TIME')
+local slot = math.floor((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) / 10)
+local function refund_log(key)
+  if redis.call('EXISTS', key) == 1 then redis.call('HINCRBY', key, slot, -n) end
+end
+local function refund_bucket(key)
+  if redis.call('EXISTS', key) == 1 then redis.call('HINCRBYFLOAT', key, 'tokens', n) end
+end
+refund_log(KEYS[1])
+refund_bucket(KEYS[3])
+if is_campaign then
+  refund_log(KEYS[2])
+  refund_bucket(KEYS[4])
 end
 return 1
 """
@@ -193,6 +226,7 @@ class TokenBucket:
         self.pause_key = f"{KEY_PREFIX}:{tag}:paused_until"
         self.adaptive_key = f"{KEY_PREFIX}:{tag}:adaptive_rate"
         self.log_key = f"{KEY_PREFIX}:{tag}:log"
+        self.campaign_log_key = f"{KEY_PREFIX}:{tag}:campaign_log"
         self._acquire = self._conn.register_script(_ACQUIRE_LUA)
         self._refund = self._conn.register_script(_REFUND_LUA)
 
@@ -200,7 +234,7 @@ class TokenBucket:
         keys = [self.number_key, self.campaign_key, self.pause_key, self.adaptive_key]
         args: list[float | int] = [self.rate, self.reserve, self.burst_s, want]
         args.append(1 if traffic is TrafficClass.CAMPAIGN else 0)
-        return [*keys, self.log_key], args
+        return [*keys, self.log_key, self.campaign_log_key], args
 
     def acquire(self, want: int, traffic: TrafficClass) -> Grant:
         """Take up to ``want`` tokens now; never blocks."""
@@ -233,10 +267,9 @@ class TokenBucket:
     def refund(self, tokens: int, traffic: TrafficClass) -> None:
         if tokens <= 0:
             return
-        keys = [self.log_key, self.number_key]
-        if traffic is TrafficClass.CAMPAIGN:
-            keys.append(self.campaign_key)
-        self._refund(keys=keys, args=[tokens])
+        keys = [self.log_key, self.campaign_log_key, self.number_key, self.campaign_key]
+        is_campaign = 1 if traffic is TrafficClass.CAMPAIGN else 0
+        self._refund(keys=keys, args=[tokens, is_campaign])
 
     def pause(self, seconds: float) -> None:
         """Empty the bucket and refuse every take until ``seconds`` from now."""

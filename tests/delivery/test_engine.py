@@ -45,7 +45,9 @@ def test_a_campaign_completes_with_every_recipient_sent_exactly_once_within_the_
         assert sim.duplicates() == {}
         assert sim.stats()["per_number"][number.phone_number_id]["accepted"] == 400
         histogram = sim.histogram(number.phone_number_id)
-        assert max_per_second(histogram) <= 80 + 5  # campaign share + burst
+        # The campaign log holds every 1.02 s window to the share; a few sends may reach the
+        # simulator a little later than granted and fall into the next calendar second.
+        assert max_per_second(histogram) <= 80 + 5
         assert sum(histogram.values()) == 400
         # Every row knows its wamid: a status webhook can find it either way.
         assert not Message.objects.filter(campaign=campaign, wamid__isnull=True).exists()

@@ -48,3 +48,40 @@ def test_refunded_tokens_leave_the_window_free_for_others() -> None:
     bucket.refund(taken, TrafficClass.CAMPAIGN)
     # Nothing was sent with them: the same second still has room for them.
     assert bucket.acquire(100, TrafficClass.TRANSACTIONAL).tokens >= taken
+
+
+def test_a_campaign_burst_after_a_stall_stays_within_the_campaign_share() -> None:
+    # The campaign bucket alone would hand out its half-second burst on top of its 80/s in
+    # the first second after idling: 120, a good part of the 20/s reserve. The campaign log
+    # holds every window to the share.
+    bucket = TokenBucket("pn-window-share", rate=100, reserve=0.2, burst_s=0.5)
+    bucket.acquire(1, TrafficClass.CAMPAIGN)
+    time.sleep(0.6)
+    grants = _grants(bucket, TrafficClass.CAMPAIGN, 2.5)
+    assert grants[0][1] >= 20  # the burst is still there to take
+    assert _busiest_second(grants) <= 81
+    assert sum(n for _, n in grants) >= 80 * 2.5 * 0.85
+
+
+def test_the_reserve_is_open_to_transactional_sends_in_a_second_the_campaign_filled() -> None:
+    bucket = TokenBucket("pn-window-reserve", rate=100, reserve=0.2, burst_s=0.5)
+    bucket.acquire(1, TrafficClass.CAMPAIGN)
+    time.sleep(0.6)
+    # The bucket alone would give 40 + 0.9 * 80 = 112 in these 0.9 s.
+    campaign = sum(n for _, n in _grants(bucket, TrafficClass.CAMPAIGN, 0.9))
+    # The campaign has taken what its share allows in this window ...
+    assert bucket.acquire(50, TrafficClass.CAMPAIGN).tokens == 0
+    # ... and the reserve (what the number's log has left) is still there for OTPs.
+    transactional = bucket.acquire(50, TrafficClass.TRANSACTIONAL).tokens
+    assert campaign == 80
+    assert transactional == 20
+
+
+def test_a_refunded_campaign_token_frees_the_campaign_share_too() -> None:
+    bucket = TokenBucket("pn-window-share-refund", rate=100, reserve=0.2, burst_s=1.0)
+    bucket.acquire(1, TrafficClass.CAMPAIGN)
+    time.sleep(1.0)
+    taken = bucket.acquire(100, TrafficClass.CAMPAIGN).tokens
+    assert 60 <= taken <= 80
+    bucket.refund(taken, TrafficClass.CAMPAIGN)
+    assert bucket.acquire(100, TrafficClass.CAMPAIGN).tokens >= taken - 1
