@@ -102,6 +102,9 @@ GRAPH_READ_INTERVAL_SECONDS = env_int("GRAPH_READ_INTERVAL_SECONDS", 3600, minim
 # How long one campaign job sends before handing over to its continuation.
 CAMPAIGN_JOB_BUDGET_SECONDS = env_float("CAMPAIGN_JOB_BUDGET_SECONDS", 20.0, minimum=0.5)
 WEBHOOK_MAX_BODY_BYTES = env_int("WEBHOOK_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024)
+# Applied, rejected and failed callbacks are deleted this long after they arrived
+# (webhooks/retention.py); 0 keeps every one. 336 h = 14 days, past Meta's 7-day redelivery.
+WEBHOOK_EVENT_RETENTION_HOURS = env_float("WEBHOOK_EVENT_RETENTION_HOURS", 336.0, minimum=0.0)
 # Webhook ingest (webhooks/ingest.py): concurrent POSTs of a web process stored by one
 # INSERT each round; at most WEBHOOK_MAX_PENDING wait per process (the admission limit),
 # each at most WEBHOOK_STORE_TIMEOUT_S, else 503 with Retry-After: WEBHOOK_RETRY_AFTER_S.

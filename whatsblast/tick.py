@@ -6,7 +6,8 @@ schedules launched, canaries judged and released, the quality guard's verdicts o
 campaigns, running campaigns without a sender
 given one, transactional sends re-queued, webhook events a missed enqueue left behind
 applied, launches and uploads whose job was lost queued again, the campaigns' message
-counters folded, the template catalogue synced on its interval.
+counters folded, the template catalogue synced on its interval, callbacks past their
+retention deleted.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ from delivery.engine.dispatch import campaigns_due_kick, transactional_due_reque
 from delivery.engine.reconcile import reconcile
 from delivery.graph_reads import graph_read_schedule
 from webhooks.applier import events_drain
+from webhooks.retention import events_purge_schedule
 
 # The tick must not be held up by a webhook backlog (the applier's own jobs drain that).
 WEBHOOK_SWEEP_BUDGET_S = 2.0
+WEBHOOK_PURGE_BUDGET_S = 1.0
 
 
 def maintenance_tick() -> dict[str, Any]:
@@ -39,6 +42,7 @@ def maintenance_tick() -> dict[str, Any]:
     applied = events_drain(budget_seconds=WEBHOOK_SWEEP_BUDGET_S).as_dict()
     # After the callbacks: the opt-outs and blocks they carried count at once.
     guarded = guards_run()
+    purged = events_purge_schedule(budget_seconds=WEBHOOK_PURGE_BUDGET_S)
     return {
         "leases_expired": report.leases_expired,
         "unknown_resent": report.resent,
@@ -58,4 +62,6 @@ def maintenance_tick() -> dict[str, Any]:
         "templates_sync_queued": template_sync_schedule(),
         # Numbers and accounts read from the Graph API, once per GRAPH_READ_INTERVAL_SECONDS.
         "graph_read_queued": graph_read_schedule(),
+        # Stored callbacks past WEBHOOK_EVENT_RETENTION_HOURS, once a minute.
+        "webhook_events_purged": purged.as_dict() if purged else None,
     }

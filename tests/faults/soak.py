@@ -42,6 +42,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,15 @@ HOT_TABLES = (
     "campaigns_contact",
     "campaigns_listmembership",
 )
-# Tables that keep every row by design (nothing prunes sent messages, stored callbacks or
-# contacts): their size follows the traffic, so their bytes per row is what must stay flat.
-KEPT_ROWS = "rows are kept (nothing prunes messages, callbacks or contacts): judged per row"
+# Tables that keep every row by design (nothing prunes sent messages or contacts; stored
+# callbacks are kept for the retention, a quarter of the hour here): their size follows the
+# traffic, so their bytes per row is what must stay flat.
+KEPT_ROWS = (
+    "rows are kept (messages and contacts always, callbacks for their retention): judged per row"
+)
+# A window's callback lags are read this long after it ends (its last callbacks applied),
+# well before the retention deletes its first ones.
+LAG_READ_AFTER_S = 30.0
 CAMPAIGN_PREFIX = "+4917"  # runner.create_audience_campaign's phones
 TXN_PREFIX = "+5521"
 TXN_REF_FIRST = 987_000_000  # valid Brazilian mobiles, as bench/transactional_latency.py
@@ -104,6 +111,10 @@ class SoakPlan:
     web_workers: int = 2
     flat_pct: float = 10.0
     sample_s: float = 0.0  # 0: a sixth of a window, within 5-30 s
+    # Stored callbacks deleted this long after arrival (WEBHOOK_EVENT_RETENTION_HOURS): in a
+    # quarter of the hour the table reaches the steady size production reaches in 14 days,
+    # so the hour's vacuums are those of a bounded table, not of one that only grows.
+    webhook_retention_minutes: float = 15.0
 
     @property
     def duration_s(self) -> float:
@@ -322,8 +333,13 @@ def over_rate_seconds(
     }
 
 
-def webhook_lag_windows(plan: SoakPlan, start: float) -> dict[int, dict[str, Any]]:
-    """Status lag percentiles per window of the callback's arrival.
+def webhook_lag_windows(
+    plan: SoakPlan, start: float, windows: Sequence[int]
+) -> dict[int, dict[str, Any]]:
+    """Status lag percentiles for the given windows of the callback's arrival.
+
+    Read during the soak, each window soon after it ends: the retention deletes the stored
+    callbacks a quarter of an hour after they arrive.
 
     One status per POST, so one stored event is one status. Two lags: received -> applied
     (the applier's) and Meta's timestamp -> applied (the whole path from the status
@@ -340,15 +356,23 @@ def webhook_lag_windows(plan: SoakPlan, start: float) -> dict[int, dict[str, Any
                        #>> '{entry,0,changes,0,value,statuses,0,timestamp}')::bigint AS meta_s
               FROM webhooks_webhookevent
              WHERE processed_at IS NOT NULL
+               AND received_at >= to_timestamp(%(start)s + %(first)s * %(window)s)
+               AND received_at < to_timestamp(%(start)s + (%(last)s + 1) * %(window)s)
         )
         SELECT w, count(*),
                percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY applier_s),
                max(applier_s),
                percentile_disc(ARRAY[0.5, 0.95, 0.99]) WITHIN GROUP (ORDER BY meta_s),
                max(meta_s)
-          FROM lag WHERE w >= 0 AND w < %(windows)s GROUP BY w
+          FROM lag WHERE w = ANY(%(windows)s) GROUP BY w
         """,
-        {"start": start, "window": plan.window_s, "windows": plan.windows},
+        {
+            "start": start,
+            "window": plan.window_s,
+            "windows": list(windows),
+            "first": min(windows),
+            "last": max(windows),
+        },
     )
 
     def figures(cuts: list[Any], top: Any, n: int) -> dict[str, float]:
@@ -374,7 +398,14 @@ def soak(plan: SoakPlan, base_dir: Path) -> dict[str, Any]:
     # 9,000 queries (their SQL with the values) of every connection: the hour of 2 Dec 2026,
     # run that way, saw each worker grow over its 20-minute life (216 -> 289 MB), as a
     # dozen such logs filling would, and judged that series growing.
-    soak_plan = Plan(fault="soak", recipients=0, rate=0, long=False, extra_env={"DEBUG": "0"})
+    retention_h = plan.webhook_retention_minutes / 60
+    soak_plan = Plan(
+        fault="soak",
+        recipients=0,
+        rate=0,
+        long=False,
+        extra_env={"DEBUG": "0", "WEBHOOK_EVENT_RETENTION_HOURS": f"{retention_h:.6f}"},
+    )
     run = Run(soak_plan, base_dir)
     env = run.start_services()
     run.setup_django()
@@ -422,6 +453,8 @@ def soak(plan: SoakPlan, base_dir: Path) -> dict[str, Any]:
         next_sample = start
         next_restart = start + plan.restart_every_minutes * 60
         victim = 0
+        lags: dict[int, dict[str, Any]] = {}
+        lags_read = 0  # windows whose lags have been read (a window may have no callback)
         while time.time() < end:
             cluster.supervise()
             load.top_up()
@@ -436,6 +469,10 @@ def soak(plan: SoakPlan, base_dir: Path) -> dict[str, Any]:
             if now >= next_sample:
                 samples.append((now, sample(run, cluster)))
                 next_sample += plan.sample_every_s
+            readable = int((now - start - LAG_READ_AFTER_S) // plan.window_s)
+            if lags_read < min(readable, plan.windows):
+                lags.update(webhook_lag_windows(plan, start, [lags_read]))
+                lags_read += 1
             time.sleep(max(0.0, min(1.0, end - time.time())))
         samples.append((end - 0.001, sample(run, cluster)))  # the last window's end
         txn.halt.set()
@@ -444,7 +481,10 @@ def soak(plan: SoakPlan, base_dir: Path) -> dict[str, Any]:
         run.log("soak over", campaigns=len(load.all), cancelled=cancelled)
         _wait_settled(cluster, numbers)
         wait_webhooks_applied(run, cluster, sim, load.all)
-        report = _report(plan, run, sim, load, numbers, txn, samples, start)
+        unread = list(range(lags_read, plan.windows))
+        if unread:
+            lags.update(webhook_lag_windows(plan, start, unread))
+        report = _report(plan, run, sim, load, numbers, txn, samples, start, lags)
         report["worker_restarts"] = restarts
         report["process_restarts_unplanned"] = dict(run.restarts)
         report["campaigns_cancelled_at_end"] = cancelled
@@ -481,6 +521,7 @@ def _report(
     txn: TransactionalLoad,
     samples: list[tuple[float, dict[str, float]]],
     start: float,
+    lags: dict[int, dict[str, Any]],
 ) -> dict[str, Any]:
     records = sim.rows()
     checks = verify(run, sim, load.all, None, records)
@@ -514,7 +555,7 @@ def _report(
             ),
             **span,
         ),  # fmt: skip
-        lags=webhook_lag_windows(plan, start),
+        lags=lags,
         window_s=plan.window_s,
     )
     rules = soak_report.soak_rules(windows, flat_pct=plan.flat_pct, kept_rows=KEPT_ROWS)
@@ -559,6 +600,7 @@ def main() -> None:
     parser.add_argument("--campaign-seconds", type=float, default=120.0)
     parser.add_argument("--read-fraction", type=float, default=0.2)
     parser.add_argument("--flat-pct", type=float, default=10.0)
+    parser.add_argument("--webhook-retention-minutes", type=float, default=15.0)
     parser.add_argument("--dir", type=Path, default=None, help="work directory (kept)")
     args = parser.parse_args()
     plan = SoakPlan(
@@ -570,6 +612,7 @@ def main() -> None:
         campaign_seconds=args.campaign_seconds,
         read_fraction=args.read_fraction,
         flat_pct=args.flat_pct,
+        webhook_retention_minutes=args.webhook_retention_minutes,
     )
     if args.rates:
         plan.rates = args.rates
