@@ -7,6 +7,8 @@ test so no token bucket or queue leaks from one test into the next.
 from __future__ import annotations
 
 import shutil
+import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +34,60 @@ def webhook_committer_stopped() -> Iterator[None]:
     (and no database connection of one) behind."""
     yield
     committer_stop()
+
+
+# Other sessions of the test database that are inside a statement or a transaction. A
+# process the test started and stopped (a worker, the ticker) may leave its backend running
+# the statement it was in when it was killed, and the live server's thread may still be
+# answering a scrape of /metrics. The flush that ends a transactional test is one TRUNCATE
+# of every table: it takes their locks one by one, and a session that still locks a table
+# (a foreign-key check of an INSERT in flight) can deadlock with it, which fails the test's
+# teardown. So the flush waits until those sessions are done.
+BUSY_SESSIONS_SQL = """
+    SELECT pid, application_name, state, left(query, 120)
+    FROM pg_stat_activity
+    WHERE datname = current_database()
+      AND pid <> pg_backend_pid()
+      AND state IS DISTINCT FROM 'idle'
+      AND backend_type = 'client backend'
+"""
+QUIET_WAIT_S = 15.0
+
+
+def is_transactional(request: pytest.FixtureRequest) -> bool:
+    marker = request.node.get_closest_marker("django_db")
+    names = request.fixturenames
+    return bool(
+        (marker and marker.kwargs.get("transaction"))
+        or "transactional_db" in names
+        or "live_server" in names
+    )
+
+
+@pytest.fixture(autouse=True)
+def database_quiet_before_flush(request: pytest.FixtureRequest) -> Iterator[None]:
+    if not is_transactional(request):
+        yield
+        return
+    # Requested here so that it is torn down (the flush) after this fixture's teardown.
+    request.getfixturevalue("transactional_db")
+    yield
+    from django.db import connection
+
+    deadline = time.monotonic() + QUIET_WAIT_S
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(BUSY_SESSIONS_SQL)
+            busy = cursor.fetchall()
+            if not busy or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        if busy:
+            # Still inside a statement after the wait: ended, so the flush can run.
+            warnings.warn(f"sessions ended before the flush: {busy}", stacklevel=1)
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM (" + BUSY_SESSIONS_SQL + ") AS busy"
+            )
 
 
 @pytest.fixture

@@ -101,11 +101,11 @@ local granted = math.max(0, math.min(want, avail))
 
 -- The send logs: what the last second granted caps this grant. 102 slots of 10 ms: a grant
 -- made anywhere in its slot stays counted for at least 1.01 s (see the module's doc).
--- Returns how many more the window takes under ``limit``, and when the oldest slot that
--- holds a grant leaves it (nil when none does).
 local slot = math.floor(now / 10)
 local fields = {}
 for i = 1, 102 do fields[i] = slot - (i - 1) end
+-- Returns how many more the window takes under ``limit``, and when the oldest slot that
+-- holds a grant leaves it (nil when none does).
 local function window_room(key, limit)
   local counts = redis.call('HMGET', key, unpack(fields))
   local used = 0

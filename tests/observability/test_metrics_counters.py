@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 
 import pytest
@@ -149,15 +151,44 @@ def test_a_long_wait_is_written_while_it_lasts(monkeypatch) -> None:
     assert waited >= 0.15
 
 
+class BrokenRedis:
+    """A TCP listener that takes connections and closes them unanswered, counting them."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.connections = 0
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
 def test_redis_down_costs_one_failed_write_then_writes_pause(settings, caplog) -> None:
-    dead = redis.Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
-    meter = SendMeter("pn-4", "campaign", conn=dead)
-    meter.flush(results=[accepted(0.1)])
-    started = time.monotonic()
-    for _ in range(50):
+    broken = BrokenRedis()
+    try:
+        dead = redis.Redis.from_url(f"redis://127.0.0.1:{broken.port}/0", socket_timeout=0.5)
+        meter = SendMeter("pn-4", "campaign", conn=dead)
         meter.flush(results=[accepted(0.1)])
-    assert time.monotonic() - started < 0.05  # paused: no further connection attempts
-    assert "metrics not written" in caplog.text
+        assert "metrics not written" in caplog.text
+        tried = broken.connections
+        assert tried >= 1
+        for _ in range(50):
+            meter.flush(results=[accepted(0.1)])
+        time.sleep(0.2)  # a connection attempt made would have been accepted by now
+        assert broken.connections == tried  # paused: no further connection attempts
+    finally:
+        broken.close()
     assert not get_redis().exists(metrics.SENDS_KEY)
 
 
