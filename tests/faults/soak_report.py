@@ -9,11 +9,13 @@ them on real structures while the soak itself (``tests.faults.soak``) runs only 
 * An **event** happens at a moment and has a value (a transactional API call and its
   duration, a webhook and its lag, an accepted send): a window holds the percentiles or
   the count of the events that happened in it.
-* A **verdict** compares the last window with the second (the first is the warm-up:
-  imports, caches, connection pools and tables filling for the first time): ``flat`` when
-  the last is within ``tolerance`` (a fraction of the second) or ``slack`` (an absolute
-  amount) of it, else ``growing`` or ``falling``. Fewer than three windows give
-  ``too short``: there is no warm-up to leave out.
+* A **verdict** compares the last window with a baseline window, the second by default
+  (the first is the warm-up: imports, caches, connection pools and tables filling for the
+  first time): ``flat`` when the last is within ``tolerance`` (a fraction of the baseline)
+  or ``slack`` (an absolute amount) of it, else ``growing`` or ``falling``. A series that
+  only settles later (a table whose rows are deleted after a retention: it fills until its
+  first rows age out, then its free space is reused) names a later baseline. Too few
+  windows to have one after the baseline give ``too short``.
 """
 
 from __future__ import annotations
@@ -91,32 +93,36 @@ def event_windows(
 
 @dataclass(frozen=True)
 class Rule:
-    """How a series is judged: flat within ``tolerance`` x the second window, or ``slack``."""
+    """How a series is judged: flat within ``tolerance`` x the baseline window, or ``slack``."""
 
     tolerance: float = 0.10
     slack: float = 0.0
     # Why the series may grow by design; printed with a growing verdict.
     explained: str = ""
+    # The window the last is compared with: the second (the first is the warm-up), or the
+    # first one after the series has settled.
+    baseline: int = 1
 
 
 def verdict(values: Sequence[float | None], rule: Rule = Rule()) -> dict[str, Any]:
-    """Flat or growing: the last window against the second (the first is the warm-up)."""
-    if len(values) < 3:
+    """Flat or growing: the last window against the baseline (by default the second)."""
+    if len(values) < rule.baseline + 2:
         return {"verdict": TOO_SHORT, "windows": len(values)}
-    if values[1] is None or values[-1] is None:
+    if values[rule.baseline] is None or values[-1] is None:
         return {"verdict": NO_DATA, "windows": len(values)}
-    second, last = float(values[1]), float(values[-1])
-    allowed = max(rule.tolerance * abs(second), rule.slack)
-    change = last - second
+    base, last = float(values[rule.baseline]), float(values[-1])
+    allowed = max(rule.tolerance * abs(base), rule.slack)
+    change = last - base
     if abs(change) <= allowed:
         judged = FLAT
     else:
         judged = GROWING if change > 0 else FALLING
     result: dict[str, Any] = {
         "verdict": judged,
-        "second": round(second, 4),
+        "baseline_window": rule.baseline,
+        "baseline": round(base, 4),
         "last": round(last, 4),
-        "change_pct": round(100 * change / second, 1) if second else None,
+        "change_pct": round(100 * change / base, 1) if base else None,
         "allowed": round(allowed, 4),
     }
     if judged == GROWING and rule.explained:
@@ -258,25 +264,40 @@ META_LAG = Rule(tolerance=0.5, slack=1.0)  # Meta's timestamps are whole seconds
 
 
 def soak_rules(
-    windows: Sequence[Mapping[str, Any]], *, flat_pct: float, kept_rows: str
+    windows: Sequence[Mapping[str, Any]],
+    *,
+    flat_pct: float,
+    kept_rows: str,
+    pruned: Mapping[str, int] | None = None,
 ) -> dict[str, Rule]:
     """The series the soak judges, each with its rule (``flat_pct`` for the memories and
-    the per-row sizes)."""
+    the per-row sizes).
+
+    ``pruned``: tables whose rows are deleted after a retention, each with the first window
+    in which it has settled. Their rows are bounded, so their sizes too are judged flat
+    (not explained by rows kept), from that window on.
+    """
     if not windows:
         return {}
     share = flat_pct / 100
     last = windows[-1]
+    pruned = pruned or {}
     rules: dict[str, Rule] = {}
     for name in last.get("rss_mb", {}):
         explained = SIMULATOR_RECORDS if name == "simulator" else ""
         rules[f"rss_mb.{name}"] = Rule(tolerance=share, slack=5.0, explained=explained)
     rules["redis_used_mb"] = Rule(tolerance=share, slack=1.0)
     for table in last.get("tables", {}):
+        settled = pruned.get(table)
+        baseline = settled if settled is not None else 1
+        kept = "" if settled is not None else kept_rows
         for figure in ("total_mb", "indexes_mb"):
-            rules[f"tables.{table}.{figure}"] = Rule(tolerance=share, explained=kept_rows)
+            rules[f"tables.{table}.{figure}"] = Rule(
+                tolerance=share, explained=kept, baseline=baseline
+            )
         for figure in ("bytes_per_row", "index_bytes_per_row"):
-            rules[f"tables.{table}.{figure}"] = Rule(tolerance=share)
-        rules[f"tables.{table}.dead_fraction"] = Rule(tolerance=0.0, slack=0.1)
+            rules[f"tables.{table}.{figure}"] = Rule(tolerance=share, baseline=baseline)
+        rules[f"tables.{table}.dead_fraction"] = Rule(tolerance=0.0, slack=0.1, baseline=baseline)
     for number in last.get("send", {}):
         rules[f"send.{number}.ratio"] = Rule(tolerance=0.05)
     for figure in ("p50", "p99"):

@@ -88,6 +88,18 @@ def test_verdicts_leave_the_warm_up_out_and_name_the_reason_for_growth() -> None
     assert explained["explained"] == "kept by design"
 
 
+def test_a_series_that_settles_later_is_judged_from_its_own_baseline() -> None:
+    # A table pruned after a retention: it fills for three windows, then holds.
+    filling = [10.0, 40.0, 70.0, 100.0, 104.0, 108.0]
+    assert sr.verdict(filling, sr.Rule())["verdict"] == sr.GROWING
+    settled = sr.verdict(filling, sr.Rule(baseline=3))
+    assert settled["verdict"] == sr.FLAT and settled["baseline"] == 100.0
+    assert settled["baseline_window"] == 3
+    assert sr.verdict([*filling, 130.0], sr.Rule(baseline=3))["verdict"] == sr.GROWING
+    # No window after the baseline: nothing to judge.
+    assert sr.verdict(filling[:4], sr.Rule(baseline=3))["verdict"] == sr.TOO_SHORT
+
+
 def test_the_report_from_windows_to_summary() -> None:
     samples = []
     for minute in range(4):
@@ -124,6 +136,12 @@ def test_the_report_from_windows_to_summary() -> None:
         "tables.delivery_message.indexes_mb",
     }
     assert "api_s.p99" in summary[sr.FLAT] and "send.pn-a.ratio" in summary[sr.FLAT]
+    # Had its rows been pruned after a retention, its size would have to be flat too.
+    pruned = sr.soak_rules(windows, flat_pct=10, kept_rows="kept", pruned={"delivery_message": 2})
+    assert pruned["tables.delivery_message.total_mb"] == sr.Rule(tolerance=0.1, baseline=2)
+    assert sr.verdicts(windows, pruned)["tables.delivery_message.total_mb"]["verdict"] == (
+        sr.GROWING
+    )
 
 
 def _collected(soak: str | None) -> str:
