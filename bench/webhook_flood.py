@@ -39,76 +39,11 @@ from typing import Any
 
 from harness import django_setup
 from webhook_ingest import PATH, ROOT, prepare, server_env
+from wrk_replay import wrk_replay
 
 NGINX_CONF = ROOT / "deploy" / "nginx" / "whatsblast.conf"
 UNSIGNED_EVERY = 50
 DELAY_MS = 100
-
-# Replays the prepared requests (a slice per wrk process), pacing each connection with
-# ``delay`` when asked, counting answers by status and 503s that carry Retry-After.
-WRK_SCRIPT = r"""
-local requests = {}
-local count = 0
-local index = 0
-local pace = 0
-statuses = {}
-retry_after = 0
-wrapped = 0
-
-function init(args)
-  local file = io.open(args[1])
-  local slice = tonumber(args[2])
-  local slices = tonumber(args[3])
-  pace = tonumber(args[4])
-  local n = 0
-  for line in file:lines() do
-    if n % slices == slice then
-      local signature, body = line:match("^(%S+) (.*)$")
-      local headers = {["Content-Type"] = "application/json"}
-      if signature ~= "-" then headers["X-Hub-Signature-256"] = signature end
-      requests[#requests + 1] = wrk.format("POST", "__PATH__", headers, body)
-    end
-    n = n + 1
-  end
-  file:close()
-  count = #requests
-end
-
-function request()
-  index = index + 1
-  if index > count then index = 1; wrapped = wrapped + 1 end
-  return requests[index]
-end
-
-function delay()
-  return pace
-end
-
-function response(status, headers, body)
-  local key = tostring(status)
-  statuses[key] = (statuses[key] or 0) + 1
-  if status == 503 and headers["Retry-After"] then retry_after = retry_after + 1 end
-end
-
-local threads = {}
-function setup(thread)
-  table.insert(threads, thread)
-end
-
-function done(summary, latency, requests)
-  local t = threads[1]
-  local codes = {}
-  for status, n in pairs(t:get("statuses")) do codes[#codes + 1] = status .. "=" .. n end
-  io.write(string.format(
-    "RESULT %d %d %.3f %.3f %.3f %d %d %d %d %d %d %s\n",
-    summary.requests, summary.duration,
-    latency:percentile(50) / 1000, latency:percentile(99) / 1000, latency.max / 1000,
-    summary.errors.connect, summary.errors.read, summary.errors.write,
-    summary.errors.timeout, t:get("retry_after"), t:get("wrapped"),
-    table.concat(codes, ",")
-  ))
-end
-"""
 
 
 def block(text: str, name: str) -> str:
@@ -170,66 +105,11 @@ def prepare_phases(directory: Path, *, capacity: int, flood: int) -> tuple[Path,
 
 def wrk(url: str, requests_file: Path, *, connections: int, seconds: int, pace_ms: int,
         timeout_s: float, processes: int = 2) -> dict[str, Any]:  # fmt: skip
-    script = Path(tempfile.mkstemp(suffix=".lua")[1])
-    script.write_text(WRK_SCRIPT.replace("__PATH__", PATH))
-    per = max(1, math.ceil(connections / processes))
-    procs = [
-        subprocess.Popen(  # noqa: S603 - a fixed tool and our own arguments
-            [
-                "wrk",
-                "-t1",
-                f"-c{per}",
-                f"-d{seconds}s",
-                "--timeout",
-                f"{math.ceil(timeout_s)}s",
-                "-s",
-                str(script),
-                url,
-                "--",
-                str(requests_file),
-                str(index),
-                str(processes),
-                str(pace_ms),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for index in range(processes)
-    ]
-    rows = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=seconds + 120)
-        match = re.search(r"^RESULT (.*)$", out, re.M)
-        if match is None:
-            raise RuntimeError(f"wrk printed no result:\n{out}")
-        rows.append(match.group(1).split())
-    script.unlink()
-    statuses: dict[str, int] = {}
-    for row in rows:
-        for pair in filter(None, row[11].split(",") if len(row) > 11 else []):
-            status, _, n = pair.partition("=")
-            statuses[status] = statuses.get(status, 0) + int(n)
-    requests = sum(int(r[0]) for r in rows)
-    duration_s = max(int(r[1]) for r in rows) / 1e6
-    return {
-        "connections": per * processes,
-        "requests": requests,
-        "seconds": round(duration_s, 2),
-        "posts_per_s": round(requests / duration_s),
-        "statuses": dict(sorted(statuses.items())),
-        "retry_after_on_503": sum(int(r[9]) for r in rows),
-        # Percentiles per wrk process; the worst is reported.
-        "p50_ms": max(float(r[2]) for r in rows),
-        "p99_ms": max(float(r[3]) for r in rows),
-        "max_ms": max(float(r[4]) for r in rows),
-        "errors": {
-            "connect": sum(int(r[5]) for r in rows),
-            "read": sum(int(r[6]) for r in rows),
-            "write": sum(int(r[7]) for r in rows),
-            "timeout": sum(int(r[8]) for r in rows),
-        },
-        "wrapped": sum(int(r[10]) for r in rows),
-    }
+    """The phase's figures, its answers counted by status (503s with Retry-After too)."""
+    return wrk_replay(
+        url, PATH, requests_file, connections=connections, seconds=seconds,
+        processes=processes, pace_ms=pace_ms, timeout_s=timeout_s, count_statuses=True,
+    )  # fmt: skip
 
 
 def main() -> None:

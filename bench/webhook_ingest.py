@@ -23,7 +23,6 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -33,53 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from harness import django_setup
+from wrk_replay import wrk_replay
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_SECRET = "bench-app-secret"
 PATH = "/webhooks/whatsapp"
-
-# Replays the prepared requests, each thread its own slice; reports latency percentiles.
-WRK_SCRIPT = r"""
-local requests = {}
-local count = 0
-local index = 0
-
-function init(args)
-  local file = io.open(args[1])
-  local thread_id = tonumber(args[2])
-  local threads = tonumber(args[3])
-  local n = 0
-  for line in file:lines() do
-    if n % threads == thread_id then
-      local signature, body = line:match("^(%S+) (.*)$")
-      requests[#requests + 1] = wrk.format("POST", "__PATH__", {
-        ["Content-Type"] = "application/json",
-        ["X-Hub-Signature-256"] = signature,
-      }, body)
-    end
-    n = n + 1
-  end
-  file:close()
-  count = #requests
-end
-
-function request()
-  index = index + 1
-  if index > count then index = 1 end
-  return requests[index]
-end
-
-function done(summary, latency, requests)
-  local codes = {}
-  io.write(string.format(
-    "RESULT %d %d %.3f %.3f %.3f %.3f %d %d %d\n",
-    summary.requests, summary.duration,
-    latency:percentile(50) / 1000, latency:percentile(90) / 1000,
-    latency:percentile(99) / 1000, latency.max / 1000,
-    summary.errors.status, summary.errors.timeout, summary.errors.connect
-  ))
-end
-"""
 
 
 def callback_body(n: int, stamp: int) -> bytes:
@@ -132,54 +89,15 @@ def prepare(path: Path, count: int) -> None:
 
 
 def wrk_run(url: str, requests_file: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """Run wrk with ``args.threads_wrk`` threads; every thread loads its slice."""
-    results = []
-    script = Path(tempfile.mkstemp(suffix=".lua")[1])
-    script.write_text(WRK_SCRIPT.replace("__PATH__", PATH))
-    # wrk hands the same script arguments to every thread: one wrk process per slice.
-    procs = []
-    per = max(1, args.connections // args.wrk_processes)
-    for index in range(args.wrk_processes):
-        procs.append(
-            subprocess.Popen(  # noqa: S603 - a fixed tool and our own arguments
-                [
-                    "wrk", "-t1", f"-c{per}", f"-d{args.seconds}s", "--timeout", "30s",
-                    "-s", str(script), url, "--",
-                    str(requests_file), str(index), str(args.wrk_processes),
-                ],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-        )  # fmt: skip
-    for proc in procs:
-        out, _ = proc.communicate(timeout=args.seconds + 120)
-        match = re.search(r"^RESULT (.*)$", out, re.M)
-        if match is None:
-            raise RuntimeError(f"wrk printed no result:\n{out}")
-        results.append([float(x) for x in match.group(1).split()])
-        non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-        results[-1].append(float(non2xx.group(1)) if non2xx else 0.0)
-    script.unlink()
-    requests = sum(r[0] for r in results)
-    duration_s = max(r[1] for r in results) / 1e6
-    non2xx = int(sum(r[9] for r in results))
-    return {
-        "requests": int(requests),
-        "seconds": round(duration_s, 2),
-        "posts_per_s": round(requests / duration_s),
-        "ok_per_s": round((requests - non2xx) / duration_s),
-        # Percentiles per wrk process; the worst of them is reported.
-        "p50_ms": max(r[2] for r in results),
-        "p90_ms": max(r[3] for r in results),
-        "p99_ms": max(r[4] for r in results),
-        "max_ms": max(r[5] for r in results),
-        "non_2xx": non2xx,
-        "errors": {
-            "status": int(sum(r[6] for r in results)),
-            "timeout": int(sum(r[7] for r in results)),
-            "connect": int(sum(r[8] for r in results)),
-        },
-    }
+    """Replay the signed POSTs with ``args.connections`` over ``args.wrk_processes``."""
+    return wrk_replay(
+        url,
+        PATH,
+        requests_file,
+        connections=args.connections,
+        seconds=args.seconds,
+        processes=args.wrk_processes,
+    )
 
 
 def server_env(args: argparse.Namespace, port: int) -> dict[str, str]:
