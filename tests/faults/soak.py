@@ -436,17 +436,17 @@ def webhook_lag_windows(
 
 
 def soak(plan: SoakPlan, base_dir: Path) -> dict[str, Any]:
-    # Every process as production runs it, DEBUG off. With DEBUG on, Django keeps the last
-    # 9,000 queries (their SQL with the values) of every connection: the hour of 2 Dec 2026,
-    # run that way, saw each worker grow over its 20-minute life (216 -> 289 MB), as a
-    # dozen such logs filling would, and judged that series growing.
+    # Every process as production runs it, DEBUG off (the fault runner's default). With
+    # DEBUG on, Django keeps the last 9,000 queries (their SQL with the values) of every
+    # connection: the hour of 2 Dec 2026, run that way, saw each worker grow over its
+    # 20-minute life (216 -> 289 MB), as a dozen such logs filling would.
     retention_h = plan.webhook_retention_minutes / 60
     soak_plan = Plan(
         fault="soak",
         recipients=0,
         rate=0,
         long=False,
-        extra_env={"DEBUG": "0", "WEBHOOK_EVENT_RETENTION_HOURS": f"{retention_h:.6f}"},
+        extra_env={"WEBHOOK_EVENT_RETENTION_HOURS": f"{retention_h:.6f}"},
     )
     run = Run(soak_plan, base_dir)
     env = run.start_services()
