@@ -48,7 +48,6 @@ from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, PhoneNumber
 from delivery.cloud.client import Accepted
-from delivery.cloud.outcomes import classify
 from delivery.cloud.transport import get_transport
 from delivery.engine import dispatch, slots
 from delivery.engine.completion import campaigns_complete_finished
@@ -376,7 +375,7 @@ class SendService:
             settlement = settle(
                 message=item.message,
                 result=item.result,
-                outcome=classify(item.result),
+                outcome=item.outcome,
                 policy=item.run.policy,
                 now=now,
                 effects=found,

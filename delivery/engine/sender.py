@@ -176,6 +176,7 @@ class Finished:
     run: CampaignRun
     message: ClaimedMessage
     result: SendResult
+    outcome: Outcome  # classify(result), computed once where the answer came back
 
 
 def campaign_run(campaign: Campaign) -> CampaignRun:
@@ -382,9 +383,10 @@ class NumberSender:
         finally:
             self.in_flight -= 1
             self._wake.set()
-        if classify(result) is Outcome.CAMPAIGN_BROKEN:
+        outcome = classify(result)
+        if outcome is Outcome.CAMPAIGN_BROKEN:
             run.halted_until = time.monotonic() + BROKEN_HALT_S
-        self.service.finished(Finished(self, run, message, result))
+        self.service.finished(Finished(self, run, message, result, outcome))
         self._path_observe(result)
 
     def _path_observe(self, result: SendResult) -> None:
