@@ -92,3 +92,19 @@ def test_the_tick_purges_at_most_once_a_minute(settings: Any) -> None:
     event(WebhookEventStatus.PROCESSED, age=timedelta(hours=2))
     assert maintenance_tick()["webhook_events_purged"] is None  # within the minute
     assert WebhookEvent.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_callback_table_is_vacuumed_at_a_twentieth_of_its_rows() -> None:
+    """The table's own autovacuum settings, as the migration leaves them in PostgreSQL."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = 'webhooks_webhookevent'::regclass"
+        )
+        (options,) = cursor.fetchone()
+    assert dict(option.split("=") for option in options) == {
+        "autovacuum_vacuum_scale_factor": "0.05",
+        "autovacuum_vacuum_threshold": "5000",
+        "autovacuum_vacuum_insert_scale_factor": "0.05",
+        "autovacuum_analyze_scale_factor": "0.05",
+    }
