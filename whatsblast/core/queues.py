@@ -21,6 +21,7 @@ from typing import Any
 import django_rq
 import redis
 import rq
+from django.conf import settings
 from django.db import transaction
 
 from whatsblast.core.redis import get_redis
@@ -82,7 +83,7 @@ def enqueue(
 ) -> rq.job.Job:
     """Queue ``job`` now (or at ``at``, or after ``delay``); raises when Redis is away."""
     queue = get_queue(job.queue)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"result_ttl": settings.RQ_RESULT_TTL_SECONDS}
     timeout = timeout_s or job.timeout_s
     if timeout is not None:
         options["job_timeout"] = timeout
