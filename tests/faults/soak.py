@@ -316,16 +316,6 @@ def sample(run: Run, cluster: Cluster) -> dict[str, float]:
 # --------------------------------------------------------------------------------------
 
 
-def redis_keys_by_prefix(run: Run, top: int = 12) -> dict[str, int]:
-    """Redis keys counted by their name up to the last ``:`` (what holds its memory)."""
-    import redis as redis_lib
-
-    counts: Counter[str] = Counter()
-    for key in redis_lib.Redis.from_url(run.redis.url).scan_iter(count=1000):
-        counts[key_prefix(key.decode(errors="replace"))] += 1
-    return dict(counts.most_common(top))
-
-
 def key_prefix(name: str) -> str:
     """A key's name up to its last ``:``, with the dots a window's dotted paths would split
     on replaced."""
@@ -574,6 +564,8 @@ def _report(
     start: float,
     lags: dict[int, dict[str, Any]],
 ) -> dict[str, Any]:
+    import redis as redis_lib
+
     records = sim.rows()
     checks = verify(run, sim, load.all, None, records)
     accepted = [r for r in records if r["outcome"] in ACCEPTED_OUTCOMES]
@@ -632,7 +624,12 @@ def _report(
         },
         "rate_bounds": {number: rate_bound(rate) for number, rate in rates.items()},
         "seconds_over_rate": over_rate_seconds(accepted, rates, start),
-        "redis_keys_by_prefix": redis_keys_by_prefix(run),
+        "redis_by_prefix": {
+            prefix: {"keys": keys, "mb": round(size / 1e6, 3)}
+            for prefix, (keys, size) in redis_memory_by_prefix(
+                redis_lib.Redis.from_url(run.redis.url)
+            ).items()
+        },
     }
 
 
