@@ -80,7 +80,7 @@ HOT_TABLES = (
 )
 # Tables that keep every row by design (nothing prunes sent messages or contacts): their
 # size follows the traffic, so their bytes per row is what must stay flat. Stored callbacks
-# are deleted after their retention (a quarter of the hour here): that table is judged
+# are deleted after their retention (seven minutes here): that table is judged
 # whole, sizes included, once it has settled (``pruned_tables``).
 KEPT_ROWS = "rows are kept (messages, contacts, unmatched statuses): judged per row"
 # A window's callback lags are read this long after it ends (its last callbacks applied),
@@ -111,10 +111,13 @@ class SoakPlan:
     web_workers: int = 2
     flat_pct: float = 10.0
     sample_s: float = 0.0  # 0: a sixth of a window, within 5-30 s
-    # Stored callbacks deleted this long after arrival (WEBHOOK_EVENT_RETENTION_HOURS): in a
-    # quarter of the hour the table reaches the steady size production reaches in 14 days,
-    # so the hour's vacuums are those of a bounded table, not of one that only grows.
-    webhook_retention_minutes: float = 15.0
+    # Stored callbacks deleted this long after arrival (WEBHOOK_EVENT_RETENTION_HOURS): in
+    # minutes the table reaches the steady size production reaches in 14 days, so the
+    # hour's vacuums are those of a bounded table, not of one that only grows. Short enough
+    # for the table to turn over eight times in the hour (its indexes settle only after a
+    # few turnovers: ``pruned_tables``), long enough for a window's lags to be read (a
+    # window, LAG_READ_AFTER_S and the purge's minute) before its first callbacks go.
+    webhook_retention_minutes: float = 7.0
 
     @property
     def duration_s(self) -> float:
@@ -371,7 +374,7 @@ def webhook_lag_windows(
     """Status lag percentiles for the given windows of the callback's arrival.
 
     Read during the soak, each window soon after it ends: the retention deletes the stored
-    callbacks a quarter of an hour after they arrive.
+    callbacks seven minutes after they arrive.
 
     One status per POST, so one stored event is one status. Two lags: received -> applied
     (the applier's) and Meta's timestamp -> applied (the whole path from the status
@@ -544,13 +547,22 @@ def _wait_settled(cluster: Cluster, numbers: list[NumberLoad], timeout: float = 
     raise RuntimeError(f"{open_rows} rows still open {timeout:.0f}s after the soak")
 
 
+# Turnovers of the callback table (one retention's worth of rows replaced) before its
+# indexes hold their size. The unique index on the body's hash takes its keys in random
+# order while the purge deletes in arrival order: its pages lose fill until splits and the
+# space vacuums free balance. bench/callback_index.py replays that churn in accelerated time
+# (350,000 rows, the soak's vacuum thresholds): indexes +18 % in the second turnover, +4 %
+# in the third, then +2 % and falling below 0.5 % a turnover by the tenth (61 -> 81 MB).
+SETTLED_TURNOVERS = 3
+
+
 def pruned_tables(plan: SoakPlan) -> dict[str, int]:
     """The callback table, with the first window in which it has settled: the one after
-    the window in which its first rows reach the retention and are deleted. Before that
-    it only fills, and its free space (from deletes, reused after a vacuum) has yet to
-    reach the level it holds."""
-    reached = math.ceil(plan.webhook_retention_minutes / plan.window_minutes)
-    return {"webhooks_webhookevent": reached + 1}
+    the window in which it has turned over SETTLED_TURNOVERS times. Before that it fills,
+    then its free space (from deletes, reused after a vacuum) and its indexes' fill have
+    yet to reach the level they hold."""
+    settled_after = SETTLED_TURNOVERS * plan.webhook_retention_minutes
+    return {"webhooks_webhookevent": math.ceil(settled_after / plan.window_minutes)}
 
 
 def _report(
@@ -650,7 +662,7 @@ def main() -> None:
     parser.add_argument("--campaign-seconds", type=float, default=120.0)
     parser.add_argument("--read-fraction", type=float, default=0.2)
     parser.add_argument("--flat-pct", type=float, default=10.0)
-    parser.add_argument("--webhook-retention-minutes", type=float, default=15.0)
+    parser.add_argument("--webhook-retention-minutes", type=float, default=7.0)
     parser.add_argument("--dir", type=Path, default=None, help="work directory (kept)")
     args = parser.parse_args()
     plan = SoakPlan(
