@@ -11,7 +11,10 @@ from typing import Any
 
 from campaigns.audience.uploads import contact_upload_run_report
 from delivery.campaigns.launch import campaign_start_scheduled
-from delivery.campaigns.launch_queue import campaign_launch_queued
+from delivery.campaigns.launch_queue import (
+    campaign_launch_queued,
+    campaigns_launch_together_queued,
+)
 from delivery.cloud.template_sync import templates_sync_all
 from delivery.engine.send_service import number_slot_send, transactional_message_send
 from delivery.graph_reads import numbers_graph_read_all
@@ -28,6 +31,11 @@ def number_send_job(phone_number_pk: int, slot: int, token: str, passes: int = 0
 def campaign_launch_job(campaign_id: int) -> dict[str, Any]:
     """Launch a draft queued from the admin (a million recipients outlast a request)."""
     return campaign_launch_queued(campaign_id=campaign_id)
+
+
+def campaigns_launch_together_job(campaign_ids: list[int]) -> dict[str, Any]:
+    """Launch drafts queued together from the admin, in one commit."""
+    return campaigns_launch_together_queued(campaign_ids=campaign_ids)
 
 
 def campaign_start_job(campaign_id: int) -> dict[str, Any]:

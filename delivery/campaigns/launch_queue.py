@@ -13,6 +13,7 @@ A schedule is only a status change, done in the request; the existing schedule p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -21,7 +22,12 @@ from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus
 from campaigns.state import LifecycleError
-from delivery.campaigns.launch import LaunchError, campaign_start, campaign_validate
+from delivery.campaigns.launch import (
+    LaunchError,
+    campaign_start,
+    campaign_validate,
+    campaigns_start_together,
+)
 from delivery.campaigns.lifecycle import campaign_resume
 from whatsblast.core import queues
 from whatsblast.core.redis import get_redis
@@ -61,6 +67,53 @@ def campaign_launch(
         )
     campaign.status_reason = reason[:500]
     return "queued"
+
+
+def campaigns_launch_together(*, campaigns: Sequence[Campaign], actor: str = "") -> int:
+    """Queue one job that launches the ``campaigns`` (drafts) together; how many.
+
+    Each is validated here, so the person sees at once which one cannot start (a
+    ``LaunchError`` naming it; nothing is queued then). The job
+    (``campaigns_launch_together_queued``) inserts every audience and starts them all in
+    one commit (``campaigns_start_together``). Each draft is marked queued as a single
+    launch is, and a lost job is queued again per campaign by the tick (each then starts
+    on its own, a moment apart, rather than not at all).
+    """
+    if len(campaigns) < 2:
+        raise LaunchError("select at least two draft campaigns to launch together")
+    for campaign in campaigns:
+        if campaign.status != CampaignStatus.DRAFT:
+            raise LaunchError(f"{campaign} is {campaign.status}, not a draft")
+        try:
+            campaign_validate(campaign=campaign)
+        except LaunchError as exc:
+            raise LaunchError(f"{campaign}: {exc}") from exc
+    ids = sorted(campaign.pk for campaign in campaigns)
+    stamp = f"{timezone.now():%Y-%m-%d %H:%M:%S}"
+    reason = f"{LAUNCH_QUEUED} by {actor or 'someone'} at {stamp} UTC, with {len(ids) - 1} more"
+    with transaction.atomic():
+        Campaign.objects.filter(pk__in=ids, status=CampaignStatus.DRAFT).update(
+            status_reason=reason[:500], updated_at=timezone.now()
+        )
+        queues.after_commit(lambda: _together_enqueue(ids), what=f"launch of campaigns {ids}")
+    for campaign in campaigns:
+        campaign.status_reason = reason[:500]
+    return len(ids)
+
+
+def campaigns_launch_together_queued(*, campaign_ids: list[int]) -> dict[str, Any]:
+    """Launch queued drafts together; a refusal is written on every one of them."""
+    campaigns = list(Campaign.objects.filter(pk__in=campaign_ids, status=CampaignStatus.DRAFT))
+    if not campaigns:
+        return {"started": 0, "reason": "no drafts left"}
+    try:
+        summaries = campaigns_start_together(campaigns=campaigns)
+    except LaunchError as exc:
+        Campaign.objects.filter(pk__in=campaign_ids, status=CampaignStatus.DRAFT).update(
+            status_reason=f"Launch refused: {exc}"[:500], updated_at=timezone.now()
+        )
+        return {"started": 0, "reason": str(exc)}
+    return {"started": len(summaries), "campaigns": [s.as_dict() for s in summaries]}
 
 
 def campaign_resume_or_launch(*, campaign: Campaign, actor: str = "") -> str:
@@ -116,6 +169,12 @@ def _launch_enqueue(campaign_id: int, *, only_if_unmarked: bool = False) -> bool
         return False
     queues.enqueue(queues.CAMPAIGN_LAUNCH, campaign_id)
     return True
+
+
+def _together_enqueue(campaign_ids: list[int]) -> None:
+    for campaign_id in campaign_ids:
+        get_redis().set(_launch_mark(campaign_id), 1, ex=_LAUNCH_MARK_S)
+    queues.enqueue(queues.CAMPAIGNS_LAUNCH_TOGETHER, campaign_ids)
 
 
 def launches_requeue_lost() -> int:

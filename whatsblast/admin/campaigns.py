@@ -7,6 +7,8 @@ Registered by importing this module from ``campaigns.admin``. Pages:
   a few contacts of the chosen lists after every change;
 - ``<id>/preflight/``: the pre-flight report and, for people allowed to launch, launch
   now or schedule;
+- the list: the action "Launch the selected drafts together" (one job, one commit: they
+  start sending at the same moment);
 - a launched (or launching) campaign's ``<id>/change/``: the live page, polling
   ``<id>/live.json``, with pause, resume, cancel, retry failed and ``<id>/export.csv``.
 
@@ -56,6 +58,7 @@ from delivery.campaigns.launch import LaunchError
 from delivery.campaigns.launch_queue import (
     campaign_launch,
     campaign_resume_or_launch,
+    campaigns_launch_together,
     launch_queued,
 )
 from delivery.campaigns.lifecycle import campaign_cancel
@@ -272,6 +275,8 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
     class Media:
         css = {"all": ("whatsblast/campaign.css",)}
 
+    actions = ("launch_together",)
+
     readonly_fields = (
         "status",
         "status_reason",
@@ -284,6 +289,28 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         "progress",
         "parameters",
     )
+
+    def has_launch_permission(self, request: HttpRequest) -> bool:
+        return can_launch(request)
+
+    @admin.action(description="Launch the selected drafts together", permissions=("launch",))
+    def launch_together(self, request: HttpRequest, queryset: QuerySet[Campaign]) -> None:
+        campaigns = list(queryset.order_by("pk"))
+        try:
+            count = campaigns_launch_together(
+                campaigns=campaigns, actor=request.user.get_username()
+            )
+        except LaunchError as exc:
+            self.message_user(request, f"Not launched: {exc}", messages.ERROR)
+            return
+        for campaign in campaigns:
+            self.log_change(request, campaign, f"Launch: queued together with {count - 1} more")
+            campaign_live_forget(campaign_id=campaign.pk)
+        self.message_user(
+            request,
+            f"{count} campaigns are launching together: they start sending at the same moment.",
+            messages.SUCCESS,
+        )
 
     @admin.display(description="parameters")
     def parameters(self, obj: Campaign) -> str:

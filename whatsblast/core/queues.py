@@ -50,6 +50,7 @@ class JobSpec:
 _JOBS = "whatsblast.jobs"
 NUMBER_SEND = JobSpec(f"{_JOBS}.number_send_job", CAMPAIGNS)
 CAMPAIGN_LAUNCH = JobSpec(f"{_JOBS}.campaign_launch_job", MAINTENANCE)
+CAMPAIGNS_LAUNCH_TOGETHER = JobSpec(f"{_JOBS}.campaigns_launch_together_job", MAINTENANCE)
 CAMPAIGN_START_SCHEDULED = JobSpec(f"{_JOBS}.campaign_start_job", MAINTENANCE)
 TRANSACTIONAL_SEND = JobSpec(f"{_JOBS}.transactional_send_job", TRANSACTIONAL)
 MAINTENANCE_TICK = JobSpec(f"{_JOBS}.maintenance_tick_job", MAINTENANCE, timeout_s=60)
@@ -60,6 +61,7 @@ GRAPH_READ = JobSpec(f"{_JOBS}.graph_read_all_job", MAINTENANCE)
 ALL_JOBS = (
     NUMBER_SEND,
     CAMPAIGN_LAUNCH,
+    CAMPAIGNS_LAUNCH_TOGETHER,
     CAMPAIGN_START_SCHEDULED,
     TRANSACTIONAL_SEND,
     MAINTENANCE_TICK,
