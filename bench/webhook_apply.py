@@ -6,7 +6,8 @@ of ``--per-event`` statuses, the shape Meta batches in. Half the statuses carry 
 data, half only the wamid. Then:
 
 - batched: ``webhooks.applier.events_drain`` (SKIP LOCKED batches, one guarded
-  ``UPDATE … FROM unnest`` per batch), timed end to end including parsing;
+  ``UPDATE … FROM unnest`` per batch), timed end to end including parsing; with
+  ``--appliers N``, N drains at once in their own processes, as N RQ workers run them;
 - one row at a time: the same events re-parsed, each status written by its own guarded
   UPDATE and commit (what a naive handler does per webhook), on a ``--baseline-fraction``
   of the events to keep it short.
@@ -26,11 +27,13 @@ import argparse
 import cProfile
 import hashlib
 import json
+import multiprocessing
 import os
 import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import django
 
@@ -40,7 +43,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "whatsblast.settings")
 os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
 django.setup()
 
-from django.db import transaction  # noqa: E402
+from django.db import connections, transaction  # noqa: E402
 from django.db.models import Count  # noqa: E402
 from django.utils import timezone  # noqa: E402
 
@@ -134,11 +137,44 @@ def one_row_at_a_time(bodies: list[bytes]) -> tuple[int, float]:
     return count, time.perf_counter() - started
 
 
+def _drain_child(batch_events: int | None, results: Any) -> None:
+    results.put(events_drain(budget_seconds=3600, batch_events=batch_events).messages_updated)
+
+
+def drains_in_parallel(appliers: int, batch_events: int | None) -> int:
+    """``appliers`` drains at once, each in its own process, as that many RQ workers each
+    running an applier job take the events (SKIP LOCKED); messages updated by them all.
+
+    The clock is the caller's: from before the first process starts to after the last
+    has ended, so start-up and the slowest drain are in the figure.
+    """
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    connections.close_all()  # each child opens its own
+    children = [
+        context.Process(target=_drain_child, args=(batch_events, results)) for _ in range(appliers)
+    ]
+    for child in children:
+        child.start()
+    updated = sum(results.get(timeout=3600) for _ in children)
+    for child in children:
+        child.join()
+        if child.exitcode != 0:
+            raise SystemExit(f"an applier process exited {child.exitcode}")
+    return updated
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--per-event", type=int, default=100)
     parser.add_argument("--batch-events", type=int, default=None)
+    parser.add_argument(
+        "--appliers",
+        type=int,
+        default=1,
+        help="drains running at once, each in its own process (as RQ workers run them)",
+    )
     parser.add_argument("--baseline-fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
@@ -165,13 +201,17 @@ def main() -> None:
 
         profiler = cProfile.Profile() if args.profile else None
         started = time.perf_counter()
-        if profiler is not None:
-            profiler.enable()
-        report = events_drain(budget_seconds=3600, batch_events=args.batch_events)
+        if args.appliers > 1:
+            updated = drains_in_parallel(args.appliers, args.batch_events)
+        else:
+            if profiler is not None:
+                profiler.enable()
+            drained = events_drain(budget_seconds=3600, batch_events=args.batch_events)
+            updated = drained.messages_updated
+            if profiler is not None:
+                profiler.disable()
+                profiler.dump_stats(args.profile)
         batched_s = time.perf_counter() - started
-        if profiler is not None:
-            profiler.disable()
-            profiler.dump_stats(args.profile)
         counts = dict(
             WebhookEvent.objects.filter(id__gt=first_event)
             .values_list("status")
@@ -196,7 +236,8 @@ def main() -> None:
                     "batched": {
                         "seconds": round(batched_s, 3),
                         "statuses_per_s": round(batched_rate),
-                        "messages_updated": report.messages_updated,
+                        "appliers": args.appliers,
+                        "messages_updated": updated,
                         "events": counts,
                         "final_statuses": final,
                     },
