@@ -17,6 +17,7 @@ seconds included:
   its wall time against the ideal;
 * the busiest calendar second and the busiest sliding one-second window of any number,
   and how many calendar seconds went over the number's rate;
+* the CPU seconds each process of the run used (simulator, workers, ticker);
 * with several campaigns on a number: each one's share of the sends while all ran, against
   its weight, and how long a campaign started later took to reach its share.
 
@@ -108,7 +109,9 @@ def main() -> None:
         launched = _launch(plan, args, numbers)
         launch_s = max(launched.values()) - launch_started - (args.campaigns - 1) * args.stagger_s
         peak_rss = _wait([c for c, _ in plan], group, args, numbers, launched)
+        cpu = _cpu_seconds(group)
         result = _report(sim, plan, numbers, args, launched, peak_rss, launch_s)
+        result["cpu_s"] = cpu
     finally:
         group.stop()
     print(json.dumps(result, indent=2))
@@ -258,6 +261,19 @@ def _wait(
             return peak
         time.sleep(0.5)
     raise SystemExit("campaigns did not complete in time")
+
+
+def _cpu_seconds(group: ProcessGroup) -> dict[str, float]:
+    """CPU (user + system) each process of the run has used so far, its children included."""
+    used: dict[str, float] = {}
+    for child in group.children:
+        try:
+            proc = psutil.Process(child.process.pid)
+            times = [p.cpu_times() for p in [proc, *proc.children(recursive=True)]]
+        except psutil.Error:
+            continue
+        used[child.name] = round(sum(t.user + t.system for t in times), 1)
+    return used
 
 
 def _busiest_window(times: list[float]) -> int:
