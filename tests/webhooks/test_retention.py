@@ -88,9 +88,28 @@ def test_the_tick_purges_at_most_once_a_minute(settings: Any) -> None:
     settings.WEBHOOK_EVENT_RETENTION_HOURS = 1
     event(WebhookEventStatus.PROCESSED, age=timedelta(hours=2))
     first = maintenance_tick()["webhook_events_purged"]
-    assert first == {"deleted": 1, "batches": 1}
+    assert first == {"deleted": 1, "batches": 1, "caught_up": True}
     event(WebhookEventStatus.PROCESSED, age=timedelta(hours=2))
     assert maintenance_tick()["webhook_events_purged"] is None  # within the minute
+    assert WebhookEvent.objects.count() == 1
+
+
+def test_a_purge_cut_short_by_its_budget_leaves_the_next_tick_due(settings: Any) -> None:
+    settings.WEBHOOK_EVENT_RETENTION_HOURS = 1
+    for _ in range(19):
+        event(WebhookEventStatus.PROCESSED, age=timedelta(hours=2))
+
+    # No time at all: one batch, then the budget is spent with old rows left.
+    first = events_purge_schedule(budget_seconds=0.0, batch=8)
+    assert first is not None and (first.deleted, first.caught_up) == (8, False)
+    # Not a minute later: the backlog is worked off by the ticks that follow.
+    second = events_purge_schedule(budget_seconds=0.0, batch=8)
+    assert second is not None and second.deleted == 8
+    third = events_purge_schedule(budget_seconds=0.0, batch=8)
+    assert third is not None and (third.deleted, third.caught_up) == (3, True)
+    # Caught up: the next purge waits its minute again.
+    event(WebhookEventStatus.PROCESSED, age=timedelta(hours=2))
+    assert events_purge_schedule(budget_seconds=0.0, batch=8) is None
     assert WebhookEvent.objects.count() == 1
 
 
