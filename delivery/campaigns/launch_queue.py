@@ -57,7 +57,7 @@ def campaign_launch(
     if at is not None and at > now:
         campaign_start(campaign=campaign, at=at, now=now)
         return "scheduled"
-    reason = f"{LAUNCH_QUEUED} by {actor or 'someone'} at {now:%Y-%m-%d %H:%M:%S} UTC"
+    reason = _queued_reason(actor, now)
     with transaction.atomic():
         Campaign.objects.filter(pk=campaign.pk, status=CampaignStatus.DRAFT).update(
             status_reason=reason[:500], updated_at=timezone.now()
@@ -89,8 +89,7 @@ def campaigns_launch_together(*, campaigns: Sequence[Campaign], actor: str = "")
         except LaunchError as exc:
             raise LaunchError(f"{campaign}: {exc}") from exc
     ids = sorted(campaign.pk for campaign in campaigns)
-    stamp = f"{timezone.now():%Y-%m-%d %H:%M:%S}"
-    reason = f"{LAUNCH_QUEUED} by {actor or 'someone'} at {stamp} UTC, with {len(ids) - 1} more"
+    reason = f"{_queued_reason(actor, timezone.now())}, with {len(ids) - 1} more"
     with transaction.atomic():
         Campaign.objects.filter(pk__in=ids, status=CampaignStatus.DRAFT).update(
             status_reason=reason[:500], updated_at=timezone.now()
@@ -169,6 +168,11 @@ def _launch_enqueue(campaign_id: int, *, only_if_unmarked: bool = False) -> bool
         return False
     queues.enqueue(queues.CAMPAIGN_LAUNCH, campaign_id)
     return True
+
+
+def _queued_reason(actor: str, now: datetime) -> str:
+    """What a queued draft shows until its launch job runs (``launch_queued`` reads it)."""
+    return f"{LAUNCH_QUEUED} by {actor or 'someone'} at {now:%Y-%m-%d %H:%M:%S} UTC"
 
 
 def _together_enqueue(campaign_ids: list[int]) -> None:
