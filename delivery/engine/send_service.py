@@ -284,8 +284,14 @@ class SendService:
         pks = sorted({key[0] for key in self.senders})
         numbers = await self.db_call(_numbers_load, pks)
         campaigns = await self.db_call(_campaigns_load, pks)
+        read = set(pks)
         dropped: list[int] = []
         for sender in list(self.senders.values()):
+            if sender.key[0] not in read:
+                # Adopted while this refresh read: its adoption loaded it fresh, and this
+                # read knows nothing of it (it would take it for a number gone, or a
+                # number with no campaign left, and stop it after its first send).
+                continue
             number = numbers.get(int(sender.number.pk))
             if number is None:
                 sender.stop("number gone")
