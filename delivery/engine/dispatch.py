@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -28,19 +29,38 @@ def slots_for(*, rate_per_second: float, reserve: float) -> int:
 
 def number_kick(*, phone_number_pk: int) -> int:
     """Offer every free slot of the number to a worker; return how many were offered."""
-    number = PhoneNumber.objects.filter(pk=phone_number_pk).first()
-    if number is None:
+    return numbers_kick(phone_number_pks=[phone_number_pk])
+
+
+def numbers_kick(*, phone_number_pks: Sequence[int]) -> int:
+    """Offer every free slot of these numbers to the workers; return how many were offered.
+
+    One query for the numbers and one Redis round trip for all their slots, whatever their
+    count: the tick kicks every number with due work each second, and one query and one
+    round trip per number cost a worker an eighth of its CPU at fifty numbers.
+    """
+    if not phone_number_pks:
         return 0
-    count = slots_for(rate_per_second=number.rate_per_second, reserve=number.transactional_reserve)
+    numbers = (
+        PhoneNumber.objects.filter(pk__in=sorted(set(phone_number_pks)))
+        .only("pk", "phone_number_id", "rate_per_second", "transactional_reserve")
+        .order_by("pk")
+    )
+    wanted = [
+        (n, slots_for(rate_per_second=n.rate_per_second, reserve=n.transactional_reserve))
+        for n in numbers
+    ]
+    held = slots.slots_held_many([(n.phone_number_id, count) for n, count in wanted])
     started = 0
-    for slot, held in enumerate(slots.slots_held(number.phone_number_id, count)):
-        if held:
-            continue
-        token = slots.slot_reserve(number.phone_number_id, slot)
-        if token is None:
-            continue
-        queues.enqueue(queues.NUMBER_SEND, phone_number_pk, slot, token, 0)
-        started += 1
+    for (number, _), number_held in zip(wanted, held, strict=True):
+        for slot, is_held in enumerate(number_held):
+            if is_held:
+                continue
+            token = slots.slot_reserve(number.phone_number_id, slot)
+            if token is None:
+                continue
+            queues.enqueue(queues.NUMBER_SEND, int(number.pk), slot, token, 0)
+            started += 1
     return started
 
 
@@ -58,7 +78,7 @@ def campaign_kick(*, campaign_id: int) -> int:
     if campaign is None:
         return 0
     numbers = {campaign.phone_number_id, *campaign.pool_numbers.values_list("pk", flat=True)}
-    return sum(number_kick(phone_number_pk=pk) for pk in sorted(numbers))
+    return numbers_kick(phone_number_pks=sorted(numbers))
 
 
 def campaign_schedule(*, campaign_id: int, at: datetime) -> None:
@@ -126,7 +146,7 @@ def campaigns_due_kick() -> int:
     with connection.cursor() as cursor:
         cursor.execute(_NUMBERS_WITH_DUE_WORK_SQL)
         pks = [row[0] for row in cursor.fetchall()]
-    return sum(number_kick(phone_number_pk=pk) for pk in pks)
+    return numbers_kick(phone_number_pks=pks)
 
 
 def transactional_due_requeue() -> int:

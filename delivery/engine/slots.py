@@ -104,9 +104,21 @@ def slot_release(
     conn.eval(_RELEASE_LUA, 1, slot_key(phone_number_id, slot), token)
 
 
-def slots_held(phone_number_id: str, slots: int, conn: redis.Redis | None = None) -> list[bool]:
+def slots_held_many(
+    numbers: list[tuple[str, int]], conn: redis.Redis | None = None
+) -> list[list[bool]]:
+    """Which slots of each (phone number id, slot count) are held: one round trip for all."""
+    if not numbers:
+        return []
     conn = conn or get_redis()
     pipe = conn.pipeline(transaction=False)
-    for slot in range(slots):
-        pipe.exists(slot_key(phone_number_id, slot))
-    return [bool(x) for x in pipe.execute()]
+    for phone_number_id, count in numbers:
+        for slot in range(count):
+            pipe.exists(slot_key(phone_number_id, slot))
+    flags = [bool(x) for x in pipe.execute()]
+    held: list[list[bool]] = []
+    start = 0
+    for _, count in numbers:
+        held.append(flags[start : start + count])
+        start += count
+    return held
