@@ -361,6 +361,9 @@ def _report(
         "latency_ms": args.latency_ms,
         "sends": len(all_times),
         "duplicates": _duplicates(sim),
+        # Every answer the simulator gave, by outcome: a 130429 (throttled) is Meta refusing
+        # a send the engine thought the rate allowed.
+        "sim_outcomes": requests.get(f"{sim}/_sim/stats", timeout=10).json()["by_outcome"],
         "total_achieved": round((len(all_times) - 1) / total_span, 1) if total_span else 0.0,
         "total_share": total_share,
         "total_accuracy": round((len(all_times) - 1) / total_span / total_share, 4)
