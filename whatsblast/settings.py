@@ -93,6 +93,9 @@ SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 120, minimum=5)
 UNKNOWN_SETTLE_SECONDS = env_int("UNKNOWN_SETTLE_SECONDS", 600, minimum=1)
 # Campaign share one sender chain is expected to carry (see delivery.engine.dispatch.slots_for).
 CAMPAIGN_SLOT_RATE = env_float("CAMPAIGN_SLOT_RATE", 500.0, minimum=1)
+# When set, each worker writes the moment of every campaign send's grant to a file here
+# (delivery.engine.send_trace): what the engine paced, apart from when Meta counted it.
+SEND_TRACE_DIR = env_str("WHATSBLAST_SEND_TRACE_DIR", "")
 # The template catalogue is synced from Meta at most this often (0: never on its own).
 TEMPLATE_SYNC_INTERVAL_SECONDS = env_int("TEMPLATE_SYNC_INTERVAL_SECONDS", 900, minimum=0)
 # How often the quality guard judges the running campaigns (0: at every tick).

@@ -39,6 +39,7 @@ from delivery.engine.fair_share import StrideScheduler
 from delivery.engine.pacing import concurrency_for, number_bucket
 from delivery.engine.ratelimit import TrafficClass
 from delivery.engine.reach import reach_admit, reach_from_table
+from delivery.engine.send_trace import send_trace
 from delivery.engine.settle import RetryPolicy
 from delivery.engine.slots import LEASE_S
 from delivery.engine.window_guard import WindowGuard
@@ -222,6 +223,7 @@ class NumberSender:
         self.lease_until = time.monotonic() + LEASE_S - LEASE_MARGIN_S
         self._lease_doubted = False
         self._unanswered = 0
+        self.trace = send_trace()
         self.number_update(number)
 
     # --- what it serves -----------------------------------------------------------------
@@ -361,6 +363,8 @@ class NumberSender:
 
     def _start(self, run: CampaignRun, message: ClaimedMessage) -> None:
         self._writes.append(time.monotonic())
+        if self.trace is not None:
+            self.trace.granted(message.id, self.number.phone_number_id)
         self.in_flight += 1
         task = asyncio.get_running_loop().create_task(self._send(run, message))
         self._tasks.add(task)
