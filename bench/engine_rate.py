@@ -17,6 +17,10 @@ seconds included:
   its wall time against the ideal;
 * the busiest calendar second and the busiest sliding one-second window of any number,
   and how many calendar seconds went over the number's rate;
+* the same seconds counted at the grants (``grants``: when the engine let each send go, from
+  the workers' send trace, ``delivery.engine.send_trace``) and the delay from a grant to the
+  simulator's stamp: a simulator second over the rate whose grants were not comes from the
+  way to the receiver, not from the pacing;
 * the CPU seconds each process of the run used (simulator, workers, ticker);
 * with several campaigns on a number: each one's share of the sends while all ran, against
   its weight, and how long a campaign started later took to reach its share.
@@ -38,6 +42,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from harness import django_setup, process_env, sim_accepted_records
@@ -60,6 +65,7 @@ from campaigns.models import (  # noqa: E402
     Template,
 )
 from delivery.campaigns.launch import campaign_start, campaigns_start_together  # noqa: E402
+from delivery.engine.send_trace import grants_read  # noqa: E402
 from delivery.models import Message  # noqa: E402
 from delivery.numbers import phone_number_pause, phone_number_resume  # noqa: E402
 from whatsblast.core.processes import ProcessGroup, free_port, wait_for_http  # noqa: E402
@@ -91,7 +97,8 @@ def main() -> None:
     run = uuid.uuid4().hex[:8]
     sim_port = free_port()
     sim = f"http://127.0.0.1:{sim_port}"
-    group = ProcessGroup(settings.DATA_DIR / "bench-logs" / run, process_env())
+    logs = settings.DATA_DIR / "bench-logs" / run
+    group = ProcessGroup(logs, process_env(WHATSBLAST_SEND_TRACE_DIR=str(logs / "grants")))
     try:
         group.manage(
             "simulator", "simulator", "--port", str(sim_port),
@@ -111,6 +118,7 @@ def main() -> None:
         peak_rss = _wait([c for c, _ in plan], group, args, numbers, launched)
         cpu = _cpu_seconds(group)
         result = _report(sim, plan, numbers, args, launched, peak_rss, launch_s)
+        result["grants"] = _grants_report(sim_accepted_records(sim), numbers, logs / "grants")
         result["cpu_s"] = cpu
     finally:
         group.stop()
@@ -282,6 +290,47 @@ def _busiest_window(times: list[float]) -> int:
     for i, t in enumerate(times):
         best = max(best, bisect.bisect_left(times, t + 1.0, lo=i) - i)
     return best
+
+
+def _grants_report(
+    rows: list[dict[str, Any]], numbers: list[PhoneNumber], directory: Path
+) -> dict[str, Any]:
+    """The same seconds counted at the grants (when the engine let each send go) instead of
+    at the simulator, and the delay from a grant to the simulator's stamp.
+
+    A simulator second over the rate whose grants were not is the way to the receiver (the
+    worker's loop, the network, the simulator's own loop on the same cores), not the pacing.
+    """
+    grants = grants_read(directory)
+    by_number: dict[str, list[float]] = defaultdict(list)
+    delays: list[float] = []
+    for row in rows:
+        callback = row.get("callback_data") or ""
+        found = grants.get(int(callback[3:])) if callback.startswith("wb:") else None
+        if found is None:
+            continue
+        by_number[found[0]].append(found[1])
+        delays.append(row["wall"] - found[1])
+    delays.sort()
+    rates = {n.phone_number_id: n.rate_per_second for n in numbers}
+    max_second = max_sliding = over = 0
+    for phone_number_id, times in by_number.items():
+        times.sort()
+        seconds = Counter(int(t) for t in times)
+        max_second = max(max_second, max(seconds.values()))
+        max_sliding = max(max_sliding, _busiest_window(times))
+        over += sum(1 for n in seconds.values() if n > rates[phone_number_id])
+
+    def at(q: float) -> float:
+        return round(1000 * delays[min(len(delays) - 1, int(q * len(delays)))], 1)
+
+    return {
+        "matched": len(delays),
+        "max_second": max_second,
+        "max_sliding_second": max_sliding,
+        "seconds_over_rate": over,
+        "to_stamp_ms": {"p50": at(0.5), "p99": at(0.99), "max": at(1.0)} if delays else None,
+    }
 
 
 def _report(
