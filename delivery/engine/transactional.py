@@ -13,6 +13,7 @@ from delivery.cloud.outcomes import classify
 from delivery.engine import adaptive, dispatch
 from delivery.engine.pacing import number_bucket
 from delivery.engine.ratelimit import TrafficClass
+from delivery.engine.send_trace import send_trace
 from delivery.engine.settle import Effects, RetryPolicy, settle
 from delivery.messages import claim_message, settlements_record, transactional_fail
 from delivery.metrics import SendMeter
@@ -46,6 +47,9 @@ def transactional_send(*, message_id: int) -> str:
             dispatch.transactional_gave_up(message_id=message_id, attempt=message.attempt)
             return MessageStatus.PENDING
         time.sleep(max(0.001, grant.wait_s))
+    trace = send_trace()
+    if trace is not None:
+        trace.granted(message_id, number.phone_number_id)
     claimed = claim_message(message_id=message_id)
     if claimed is None:
         bucket.refund(1, TrafficClass.TRANSACTIONAL)
