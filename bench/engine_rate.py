@@ -65,7 +65,12 @@ from campaigns.models import (  # noqa: E402
     Template,
 )
 from delivery.campaigns.launch import campaign_start, campaigns_start_together  # noqa: E402
-from delivery.engine.send_trace import grants_read  # noqa: E402
+from delivery.engine.send_trace import (  # noqa: E402
+    grant_seconds,
+    grant_to_stamp,
+    grants_read,
+    percentiles_ms,
+)
 from delivery.models import Message  # noqa: E402
 from delivery.numbers import phone_number_pause, phone_number_resume  # noqa: E402
 from whatsblast.core.processes import ProcessGroup, free_port, wait_for_http  # noqa: E402
@@ -295,41 +300,21 @@ def _busiest_window(times: list[float]) -> int:
 def _grants_report(
     rows: list[dict[str, Any]], numbers: list[PhoneNumber], directory: Path
 ) -> dict[str, Any]:
-    """The same seconds counted at the grants (when the engine let each send go) instead of
-    at the simulator, and the delay from a grant to the simulator's stamp.
+    """The seconds counted at the grants (when the engine let each send go) instead of at
+    the simulator, and the delay from a grant to the simulator's stamp.
 
     A simulator second over the rate whose grants were not is the way to the receiver (the
     worker's loop, the network, the simulator's own loop on the same cores), not the pacing.
     """
     grants = grants_read(directory)
-    by_number: dict[str, list[float]] = defaultdict(list)
-    delays: list[float] = []
-    for row in rows:
-        callback = row.get("callback_data") or ""
-        found = grants.get(int(callback[3:])) if callback.startswith("wb:") else None
-        if found is None:
-            continue
-        by_number[found[0]].append(found[1])
-        delays.append(row["wall"] - found[1])
-    delays.sort()
-    rates = {n.phone_number_id: n.rate_per_second for n in numbers}
-    max_second = max_sliding = over = 0
-    for phone_number_id, times in by_number.items():
-        times.sort()
-        seconds = Counter(int(t) for t in times)
-        max_second = max(max_second, max(seconds.values()))
-        max_sliding = max(max_sliding, _busiest_window(times))
-        over += sum(1 for n in seconds.values() if n > rates[phone_number_id])
-
-    def at(q: float) -> float:
-        return round(1000 * delays[min(len(delays) - 1, int(q * len(delays)))], 1)
-
+    per_number = grant_seconds(grants, {n.phone_number_id: n.rate_per_second for n in numbers})
+    delays = grant_to_stamp(grants, ((r.get("callback_data") or "", r["wall"]) for r in rows))
     return {
+        "grants": len(grants),
         "matched": len(delays),
-        "max_second": max_second,
-        "max_sliding_second": max_sliding,
-        "seconds_over_rate": over,
-        "to_stamp_ms": {"p50": at(0.5), "p99": at(0.99), "max": at(1.0)} if delays else None,
+        "max_second": max(n["max_second"] for n in per_number.values()),
+        "seconds_over_rate": sum(n["seconds_over_rate"] for n in per_number.values()),
+        "to_stamp_ms": percentiles_ms(delays, (0.5, 0.99, 1.0)),
     }
 
 

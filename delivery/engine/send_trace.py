@@ -14,12 +14,24 @@ nothing is recorded and the sender's cost is one attribute test per send.
 
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    message_id: int
+    phone_number_id: str
+    at: float  # wall-clock seconds
+
 
 # Lines kept before a write is due even without housekeeping (a sender running in place).
 BUFFER_LINES = 2000
@@ -64,11 +76,58 @@ def send_trace() -> SendTrace | None:
     return _trace
 
 
-def grants_read(directory: Path) -> dict[int, tuple[str, float]]:
-    """Every grant recorded under ``directory``: message id -> (phone number id, time)."""
-    grants: dict[int, tuple[str, float]] = {}
+def grants_read(directory: Path) -> list[Grant]:
+    """Every grant recorded under ``directory``, in time order."""
+    grants: list[Grant] = []
     for path in sorted(directory.glob("grants-*.txt")):
         for line in path.read_text().splitlines():
             message_id, phone_number_id, at = line.split()
-            grants[int(message_id)] = (phone_number_id, float(at))
+            grants.append(Grant(int(message_id), phone_number_id, float(at)))
+    grants.sort(key=lambda g: g.at)
     return grants
+
+
+def grant_seconds(grants: list[Grant], rates: dict[str, int]) -> dict[str, dict[str, int]]:
+    """Per number of ``rates``: its busiest calendar second of grants, and how many of its
+    seconds held more grants than its rate. Every grant counts, sent or not: the bucket
+    counted it."""
+    seconds: dict[str, Counter[int]] = {number: Counter() for number in rates}
+    for grant in grants:
+        if grant.phone_number_id in seconds:
+            seconds[grant.phone_number_id][int(grant.at)] += 1
+    return {
+        number: {
+            "rate": rates[number],
+            "max_second": max(counts.values(), default=0),
+            "seconds_over_rate": sum(1 for n in counts.values() if n > rates[number]),
+        }
+        for number, counts in seconds.items()
+    }
+
+
+def grant_to_stamp(grants: list[Grant], stamps: Iterable[tuple[str, float]]) -> list[float]:
+    """For each receiver stamp (callback data ``wb:<message id>``, wall-clock time), the
+    seconds since that message's latest grant before it; stamps with no grant are left out."""
+    by_message: dict[int, list[float]] = defaultdict(list)
+    for grant in grants:
+        by_message[grant.message_id].append(grant.at)
+    delays: list[float] = []
+    for callback_data, stamped_at in stamps:
+        if not callback_data.startswith("wb:"):
+            continue
+        times = by_message.get(int(callback_data[3:]), [])
+        before = bisect.bisect_right(times, stamped_at)
+        if before:
+            delays.append(stamped_at - times[before - 1])
+    return sorted(delays)
+
+
+def percentiles_ms(sorted_s: list[float], quantiles: Iterable[float]) -> dict[str, float]:
+    """``{"p50": ms, ...}`` of sorted seconds (``max`` for 1.0); empty when there are none."""
+    if not sorted_s:
+        return {}
+    out = {}
+    for q in quantiles:
+        name = "max" if q >= 1.0 else f"p{q * 100:g}".replace(".", "")
+        out[name] = round(1000 * sorted_s[min(len(sorted_s) - 1, int(q * len(sorted_s)))], 1)
+    return out

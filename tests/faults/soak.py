@@ -52,7 +52,12 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from delivery.engine.send_trace import grants_read  # noqa: E402
+from delivery.engine.send_trace import (  # noqa: E402
+    grant_seconds,
+    grant_to_stamp,
+    grants_read,
+    percentiles_ms,
+)
 from delivery.simulator.records import ACCEPTED_OUTCOMES  # noqa: E402
 from tests.faults import soak_report  # noqa: E402
 from tests.faults.runner import (  # noqa: E402
@@ -369,45 +374,23 @@ def over_rate_seconds(
     }
 
 
-def grant_seconds(
+def grants_report(
     accepted: list[dict[str, Any]], rates: dict[str, int], directory: Path
 ) -> dict[str, Any]:
-    """The simulator's accepted sends counted at their grants (when a worker let each go,
-    from the send trace) instead of at the simulator's stamps: per number its busiest
-    calendar second and how many went over its rate, and the delay from grant to stamp.
+    """Per number, the seconds counted at the grants (when a worker let each send go, from
+    the send trace) instead of at the simulator's stamps; and the delay from grant to stamp.
 
     The send log bounds the grants; a second over the rate at the simulator whose grants
     were within it was made on the way (the workers' loops, the simulator's, on the cores
     the soak keeps loaded)."""
     grants = grants_read(directory)
-    per_second: dict[str, Counter[int]] = {number: Counter() for number in rates}
-    delays: list[float] = []
-    for r in accepted:
-        callback = r.get("callback_data") or ""
-        found = grants.get(int(callback[3:])) if callback.startswith("wb:") else None
-        if found is None or r["phone_number_id"] not in per_second:
-            continue
-        per_second[r["phone_number_id"]][int(found[1])] += 1
-        delays.append(r["wall"] - found[1])
-    delays.sort()
-
-    def ms(q: float) -> float | None:
-        return (
-            round(1000 * delays[min(len(delays) - 1, int(q * len(delays)))], 1) if delays else None
-        )
-
+    delays = grant_to_stamp(grants, ((r.get("callback_data") or "", r["wall"]) for r in accepted))
     return {
+        "grants": len(grants),
         "matched": len(delays),
         "accepted": len(accepted),
-        "numbers": {
-            number: {
-                "rate": rates[number],
-                "max_second": max(seconds.values(), default=0),
-                "seconds_over_rate": sum(1 for n in seconds.values() if n > rates[number]),
-            }
-            for number, seconds in per_second.items()
-        },
-        "to_stamp_ms": {"p50": ms(0.5), "p99": ms(0.99), "p999": ms(0.999), "max": ms(1.0)},
+        "numbers": grant_seconds(grants, rates),
+        "to_stamp_ms": percentiles_ms(delays, (0.5, 0.99, 0.999, 1.0)),
     }
 
 
@@ -484,8 +467,6 @@ def soak(plan: SoakPlan, base_dir: Path) -> dict[str, Any]:
         long=False,
         extra_env={
             "WEBHOOK_EVENT_RETENTION_HOURS": f"{retention_h:.6f}",
-            # Each worker records when it let every send go (delivery.engine.send_trace).
-            "WHATSBLAST_SEND_TRACE_DIR": str(base_dir / "grants"),
         },
     )
     run = Run(soak_plan, base_dir)
@@ -683,7 +664,7 @@ def _report(
         },
         "rate_bounds": {number: rate_bound(rate) for number, rate in rates.items()},
         "seconds_over_rate": over_rate_seconds(accepted, rates, start),
-        "grants": grant_seconds(accepted, rates, run.base_dir / "grants"),
+        "grants": grants_report(accepted, rates, run.base_dir / "grants"),
         "redis_by_prefix": {
             prefix: {"keys": keys, "mb": round(size / 1e6, 3)}
             for prefix, (keys, size) in redis_memory_by_prefix(
