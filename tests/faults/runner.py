@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from delivery.engine.send_trace import grant_seconds, grants_read  # noqa: E402
 from delivery.simulator.records import ACCEPTED_OUTCOMES  # noqa: E402
 from tests.faults.network import Host, Network  # noqa: E402
 from tests.faults.services import (  # noqa: E402
@@ -189,6 +190,8 @@ class Run:
             "UNKNOWN_SETTLE_SECONDS": "8",
             "LOG_LEVEL": "WARNING",
             "WHATSBLAST_DATA_DIR": str(self.base_dir / "data"),
+            # Each worker records when it let every send go (delivery.engine.send_trace).
+            "WHATSBLAST_SEND_TRACE_DIR": str(self.base_dir / "grants"),
             **self.plan.extra_env,
         }
         subprocess.run(  # noqa: S603 - our own manage.py
@@ -1068,6 +1071,11 @@ def verify(
     # Every message of the campaigns' numbers (several campaigns and transactional sends
     # may share one): the simulator's records are per number.
     phone_numbers = {c.phone_number.pk: c.phone_number for c in campaigns}
+    # The same seconds counted at the grants, where the engine let each send go.
+    at_grants = grant_seconds(
+        grants_read(run.base_dir / "grants"),
+        {n.phone_number_id: n.rate_per_second for n in phone_numbers.values()},
+    )
     for phone_number in phone_numbers.values():
         pnid = phone_number.phone_number_id
         rate = phone_number.rate_per_second
@@ -1104,6 +1112,8 @@ def verify(
                 "seconds_over_rate": sum(1 for v in histogram.values() if v > rate),
                 "seconds_over_bound": sum(1 for v in histogram.values() if v > rate_bound(rate)),
                 "seconds": len(histogram),
+                "grant_max_second": at_grants[pnid]["max_second"],
+                "grant_seconds_over_rate": at_grants[pnid]["seconds_over_rate"],
             }
         )
         totals.update(states)
