@@ -52,7 +52,7 @@ from delivery.cloud.transport import get_transport
 from delivery.engine import dispatch, slots
 from delivery.engine.completion import campaigns_complete_finished
 from delivery.engine.effects import campaign_effects_apply, number_effects_apply
-from delivery.engine.send_trace import send_trace
+from delivery.engine.send_trace import send_trace_flush
 from delivery.engine.sender import PATH_FAILING, Finished, NumberSender
 from delivery.engine.settle import Effects, settle
 from delivery.engine.transactional import transactional_send
@@ -159,7 +159,7 @@ class SendService:
             logger.exception("send service did not stop cleanly")
         if self._housekeeping is not None:
             self._housekeeping.cancel()
-        _trace_flush()
+        send_trace_flush()
         self.db_close()
 
     def db_close(self) -> None:
@@ -266,7 +266,7 @@ class SendService:
             now = time.monotonic()
             try:
                 await self._flush()
-                _trace_flush()
+                send_trace_flush()
                 if now - last_refresh >= REFRESH_INTERVAL_S:
                     last_refresh = now
                     await self._refresh()
@@ -434,12 +434,6 @@ def _db_run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         raise
 
 
-def _trace_flush() -> None:
-    trace = send_trace()
-    if trace is not None:
-        trace.flush()
-
-
 def _settings_of(number: PhoneNumber) -> tuple[Any, ...]:
     return (
         number.rate_per_second,
@@ -605,7 +599,7 @@ def _send_in_place(*, phone_number_pk: int, slot: int, token: str) -> dict[str, 
         )
         report = future.result()
     finally:
-        _trace_flush()
+        send_trace_flush()
         service.db_close()
     if report.get("work_left"):
         # Work remains: a fresh job takes the slot on (its lease was released).

@@ -1,4 +1,4 @@
-"""An opt-in record of the moment each campaign send was granted, to compare with Meta's.
+"""An opt-in record of the moment each send was granted, to compare with Meta's.
 
 The send log bounds the grants of any 1.02 s to the number's rate at the moment of the
 write; Meta (or the simulator) counts sends when it reads them, after the network and its
@@ -42,6 +42,7 @@ class SendTrace:
 
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
         self.path = directory / f"grants-{os.getpid()}.txt"
         self._lines: list[str] = []
         self._lock = threading.Lock()
@@ -70,10 +71,21 @@ def send_trace() -> SendTrace | None:
     global _trace, _trace_pid
     if not settings.SEND_TRACE_DIR:
         return None
-    if _trace is None or _trace_pid != os.getpid():  # a forked child writes its own file
-        _trace = SendTrace(Path(settings.SEND_TRACE_DIR))
+    directory = Path(settings.SEND_TRACE_DIR)
+    # A forked child writes its own file; a changed setting, its new directory.
+    if _trace is None or _trace_pid != os.getpid() or _trace.directory != directory:
+        if _trace is not None:
+            _trace.flush()
+        _trace = SendTrace(directory)
         _trace_pid = os.getpid()
     return _trace
+
+
+def send_trace_flush() -> None:
+    """Write this process's buffered grants, if it traces them."""
+    trace = send_trace()
+    if trace is not None:
+        trace.flush()
 
 
 def grants_read(directory: Path) -> list[Grant]:
