@@ -50,13 +50,16 @@ class TrafficClass(StrEnum):
 class Grant:
     tokens: int
     wait_s: float  # when ``tokens`` is short of the ask: how long until the next token
+    # When the send log counted the grant: Redis's clock, wall-clock seconds (to the
+    # millisecond). ``None`` when nothing was asked.
+    at: float | None = None
 
 
 # KEYS[1] number bucket hash, KEYS[2] campaign bucket hash, KEYS[3] pause key,
 # KEYS[4] adaptive-rate key, KEYS[5] send log (grants per 10 ms slot, last second),
 # KEYS[6] campaign send log (campaign grants only, same slots).
 # ARGV: rate, reserve, burst_s, want, is_campaign (1/0)
-# Returns {granted, wait_ms}.
+# Returns {granted, wait_ms, now_ms}: now_ms is the moment the send log counted the grant.
 # "now" is Redis's clock, not the caller's: workers on several hosts must agree on it for
 # the refill arithmetic, and their clocks may drift apart.
 _ACQUIRE_LUA = """
@@ -70,7 +73,7 @@ local is_campaign = ARGV[5] == '1'
 
 local paused_until = tonumber(redis.call('GET', KEYS[3]) or '0')
 if paused_until > now then
-  return {0, paused_until - now}
+  return {0, paused_until - now, now}
 end
 local adaptive = tonumber(redis.call('GET', KEYS[4]) or '0')
 if adaptive > 0 and adaptive < rate then rate = adaptive end
@@ -167,7 +170,7 @@ if is_campaign then
     if c_wait > wait then wait = c_wait end
   end
 end
-return {granted, wait}
+return {granted, wait, now}
 """
 
 # Give back tokens that were taken but not used (fewer rows to claim than tokens).
@@ -241,8 +244,8 @@ class TokenBucket:
         if want <= 0:
             return Grant(0, 0.0)
         keys, args = self._call(want, traffic)
-        granted, wait_ms = self._acquire(keys=keys, args=args)
-        return Grant(int(granted), int(wait_ms) / 1000.0)
+        granted, wait_ms, now_ms = self._acquire(keys=keys, args=args)
+        return Grant(int(granted), int(wait_ms) / 1000.0, int(now_ms) / 1000.0)
 
     async def acquire_async(self, want: int, traffic: TrafficClass) -> Grant:
         """``acquire`` from an event loop, through that loop's own Redis client.
@@ -257,8 +260,8 @@ class TokenBucket:
             script = self._async_conn().register_script(_ACQUIRE_LUA)
             _async_scripts[id(self._async_conn())] = script
         keys, args = self._call(want, traffic)
-        granted, wait_ms = await script(keys=keys, args=args)
-        return Grant(int(granted), int(wait_ms) / 1000.0)
+        granted, wait_ms, now_ms = await script(keys=keys, args=args)
+        return Grant(int(granted), int(wait_ms) / 1000.0, int(now_ms) / 1000.0)
 
     @staticmethod
     def _async_conn() -> redis.asyncio.Redis:

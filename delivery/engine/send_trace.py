@@ -5,6 +5,12 @@ write; Meta (or the simulator) counts sends when it reads them, after the networ
 own scheduling. When a receiver's second holds more than the rate, this record says which
 side it came from: the grants, or the way to the receiver.
 
+A grant is recorded at the moment the send log counted it, in Redis's clock (the time the
+bucket's script read), not when the worker's loop got the answer: on full cores a loop may
+resume tens of milliseconds later, and a grant stamped then can fall into the next second
+though the log counted it in this one. Everything after the log's count (the worker
+resuming, the request, the receiver's own scheduling) is the way to the receiver.
+
 With ``SEND_TRACE_DIR`` set (``WHATSBLAST_SEND_TRACE_DIR``), each process appends one line
 per grant to ``<dir>/grants-<pid>.txt``: message id, phone number id, wall-clock seconds.
 Lines are buffered and written by the send service's housekeeping, a few times a second,
@@ -30,7 +36,7 @@ from django.conf import settings
 class Grant:
     message_id: int
     phone_number_id: str
-    at: float  # wall-clock seconds
+    at: float  # wall-clock seconds: when the send log counted it (Redis's clock)
 
 
 # Lines kept before a write is due even without housekeeping (a sender running in place).
@@ -47,9 +53,11 @@ class SendTrace:
         self._lines: list[str] = []
         self._lock = threading.Lock()
 
-    def granted(self, message_id: int, phone_number_id: str) -> None:
+    def granted(self, message_id: int, phone_number_id: str, at: float | None) -> None:
+        """Record one grant; ``at`` is the bucket's moment (``ratelimit.Grant.at``)."""
+        at = time.time() if at is None else at
         with self._lock:
-            self._lines.append(f"{message_id} {phone_number_id} {time.time():.6f}\n")
+            self._lines.append(f"{message_id} {phone_number_id} {at:.6f}\n")
             full = len(self._lines) >= BUFFER_LINES
         if full:
             self.flush()

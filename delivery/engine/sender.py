@@ -346,7 +346,7 @@ class NumberSender:
             if campaign_id is None:
                 break
             run = self.campaigns[campaign_id]
-            self._start(run, run.row_take())
+            self._start(run, run.row_take(), granted_at=grant.at)
             run.sent_one(time.monotonic(), self.slots)
             if not run.ready or run.paced(time.monotonic()):
                 ready_ids.remove(campaign_id)
@@ -361,10 +361,12 @@ class NumberSender:
             self._writes.popleft()
         return self.local_cap - len(self._writes)
 
-    def _start(self, run: CampaignRun, message: ClaimedMessage) -> None:
+    def _start(
+        self, run: CampaignRun, message: ClaimedMessage, *, granted_at: float | None
+    ) -> None:
         self._writes.append(time.monotonic())
         if self.trace is not None:
-            self.trace.granted(message.id, self.number.phone_number_id)
+            self.trace.granted(message.id, self.number.phone_number_id, granted_at)
         self.in_flight += 1
         task = asyncio.get_running_loop().create_task(self._send(run, message))
         self._tasks.add(task)

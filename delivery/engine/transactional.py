@@ -49,7 +49,7 @@ def transactional_send(*, message_id: int) -> str:
         time.sleep(max(0.001, grant.wait_s))
     trace = send_trace()
     if trace is not None:
-        trace.granted(message_id, number.phone_number_id)
+        trace.granted(message_id, number.phone_number_id, grant.at)
     claimed = claim_message(message_id=message_id)
     if claimed is None:
         bucket.refund(1, TrafficClass.TRANSACTIONAL)

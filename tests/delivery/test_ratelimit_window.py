@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import redis
+
 from delivery.engine.ratelimit import TokenBucket, TrafficClass
 
 
@@ -13,7 +15,8 @@ def _grants(bucket: TokenBucket, traffic: TrafficClass, seconds: float) -> list[
     while time.monotonic() < end:
         grant = bucket.acquire(20, traffic)
         if grant.tokens:
-            grants.append((time.monotonic(), grant.tokens))
+            assert grant.at is not None
+            grants.append((grant.at, grant.tokens))  # when the send log counted them
         else:
             time.sleep(min(grant.wait_s, 0.01))
     return grants
@@ -34,8 +37,8 @@ def test_a_burst_after_a_stall_does_not_push_a_second_past_the_rate() -> None:
     time.sleep(0.6)  # the bucket fills to its burst
     grants = _grants(bucket, TrafficClass.CAMPAIGN, 2.5)
     assert grants[0][1] >= 20  # the burst is still there to take
-    # (+1: the grants are timed here, after each reply, not by Redis's clock.)
-    assert _busiest_second(grants) <= 101
+    # Timed by Redis's clock, as the send log counts: no window of a second holds more.
+    assert _busiest_second(grants) <= 100
     assert sum(n for _, n in grants) >= 100 * 2.5 * 0.85  # and the rate is still reached
 
 
@@ -59,7 +62,7 @@ def test_a_campaign_burst_after_a_stall_stays_within_the_campaign_share() -> Non
     time.sleep(0.6)
     grants = _grants(bucket, TrafficClass.CAMPAIGN, 2.5)
     assert grants[0][1] >= 20  # the burst is still there to take
-    assert _busiest_second(grants) <= 81
+    assert _busiest_second(grants) <= 80
     assert sum(n for _, n in grants) >= 80 * 2.5 * 0.85
 
 
@@ -85,3 +88,21 @@ def test_a_refunded_campaign_token_frees_the_campaign_share_too() -> None:
     assert 60 <= taken <= 80
     bucket.refund(taken, TrafficClass.CAMPAIGN)
     assert bucket.acquire(100, TrafficClass.CAMPAIGN).tokens >= taken - 1
+
+
+def test_a_grant_carries_the_moment_the_send_log_counted_it_in_redis_clock() -> None:
+    bucket = TokenBucket("pn-window-moment", rate=10, reserve=0.0)
+    conn = bucket._conn
+    before = _redis_seconds(conn)
+    granted = bucket.acquire(1, TrafficClass.TRANSACTIONAL)
+    refused = bucket.acquire(50, TrafficClass.TRANSACTIONAL)  # the burst is spent
+    after = _redis_seconds(conn)
+    assert granted.tokens == 1 and refused.tokens == 0
+    assert granted.at is not None and refused.at is not None
+    assert before - 0.001 <= granted.at <= refused.at <= after
+    assert bucket.acquire(0, TrafficClass.TRANSACTIONAL).at is None  # nothing asked, no moment
+
+
+def _redis_seconds(conn: redis.Redis) -> float:
+    seconds, micros = conn.time()
+    return int(seconds) + int(micros) / 1e6
