@@ -17,7 +17,7 @@ seconds included:
   its wall time against the ideal;
 * the busiest calendar second and the busiest sliding one-second window of any number,
   and how many calendar seconds went over the number's rate;
-* the same seconds counted at the grants (``grants``: when the engine let each send go, from
+* the same seconds counted at the grants (``grants``: when the send log counted each send, from
   the workers' send trace, ``delivery.engine.send_trace``) and the delay from a grant to the
   simulator's stamp: a simulator second over the rate whose grants were not comes from the
   way to the receiver, not from the pacing;
@@ -300,7 +300,7 @@ def _busiest_window(times: list[float]) -> int:
 def _grants_report(
     rows: list[dict[str, Any]], numbers: list[PhoneNumber], directory: Path
 ) -> dict[str, Any]:
-    """The seconds counted at the grants (when the engine let each send go) instead of at
+    """The seconds counted at the grants (when the send log counted each send) instead of at
     the simulator, and the delay from a grant to the simulator's stamp.
 
     A simulator second over the rate whose grants were not is the way to the receiver (the

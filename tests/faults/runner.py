@@ -190,7 +190,8 @@ class Run:
             "UNKNOWN_SETTLE_SECONDS": "8",
             "LOG_LEVEL": "WARNING",
             "WHATSBLAST_DATA_DIR": str(self.base_dir / "data"),
-            # Each worker records when it let every send go (delivery.engine.send_trace).
+            # Each worker records when the send log counted every send it let go, in Redis's
+            # clock (delivery.engine.send_trace).
             "WHATSBLAST_SEND_TRACE_DIR": str(self.base_dir / "grants"),
             **self.plan.extra_env,
         }
@@ -1071,7 +1072,7 @@ def verify(
     # Every message of the campaigns' numbers (several campaigns and transactional sends
     # may share one): the simulator's records are per number.
     phone_numbers = {c.phone_number.pk: c.phone_number for c in campaigns}
-    # The same seconds counted at the grants, where the engine let each send go.
+    # The same seconds counted at the grants: when the send log counted each send.
     at_grants = grant_seconds(
         grants_read(run.base_dir / "grants"),
         {n.phone_number_id: n.rate_per_second for n in phone_numbers.values()},

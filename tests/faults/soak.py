@@ -377,8 +377,9 @@ def over_rate_seconds(
 def grants_report(
     accepted: list[dict[str, Any]], rates: dict[str, int], directory: Path
 ) -> dict[str, Any]:
-    """Per number, the seconds counted at the grants (when a worker let each send go, from
-    the send trace) instead of at the simulator's stamps; and the delay from grant to stamp.
+    """Per number, the seconds counted at the grants (when the send log counted each send,
+    in Redis's clock, from the send trace) instead of at the simulator's stamps; and the
+    delay from grant to stamp.
 
     The send log bounds the grants; a second over the rate at the simulator whose grants
     were within it was made on the way (the workers' loops, the simulator's, on the cores

@@ -68,7 +68,7 @@ def _assert_nothing_lost_nothing_doubled(report: dict[str, Any], *, finals: set[
     for number in report["numbers"]:
         assert number["max_second"] <= rate_bound(number["rate"]), number
         assert number["seconds_over_bound"] == 0, number
-    # Counted where the engine let each send go (the workers' send trace), every second
+    # Counted when the send log let each send go (the workers' send trace), every second
     # holds the rate at most, with no allowance, whatever the fault.
     for number in report["numbers"]:
         assert number["grant_seconds_over_rate"] == 0, number
