@@ -17,6 +17,7 @@ lease). ``ForkingWorker`` remains for deployments that prefer a horse per job.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import rq
@@ -42,6 +43,7 @@ class _DjangoJobs:
             return super().work(*args, burst=burst, **kwargs)  # type: ignore[misc]
         # A long-running worker of the campaigns queue sends for the number slots it takes
         # from its own event loop while it goes on taking jobs (delivery.engine.send_service).
+        start_up_objects_freeze()
         service_start()
         try:
             return super().work(*args, burst=burst, **kwargs)  # type: ignore[misc]
@@ -54,6 +56,20 @@ class _DjangoJobs:
             return super().execute_job(job, queue)  # type: ignore[misc]
         finally:
             close_old_connections()
+
+
+def start_up_objects_freeze() -> None:
+    """Keep what start-up built out of every later full garbage collection.
+
+    The modules, settings, models and URL patterns loaded by now live as long as the
+    process, about a hundred thousand objects. A full collection scans them all, 40 ms on
+    this machine, and stops the send loop meanwhile: every send granted just before it
+    leaves that much later, and at fifty numbers one such pause put a second's last sends
+    into the next second at many numbers at once. Frozen, they are no longer scanned; what
+    the process allocates later is collected as before.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 class SimpleWorker(_DjangoJobs, rq.SimpleWorker):
