@@ -424,13 +424,29 @@ return 0
 """
 
 
+# How often a database thread checks its connection before a call (``CONN_HEALTH_CHECKS``
+# makes that check a ``SELECT 1`` round trip). Checked before every call, it was one extra
+# statement per claim and per flush: 5.7 % of a worker's samples at 50 numbers x 20 msg/s.
+DB_HEALTH_CHECK_EVERY_S = 1.0
+_db_thread = threading.local()
+
+
 def _db_run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run in a database thread: a connection broken by a PostgreSQL restart is replaced."""
-    close_old_connections()
+    """Run in a database thread: a connection broken by a PostgreSQL restart is replaced.
+
+    The connection is checked at most once every ``DB_HEALTH_CHECK_EVERY_S``. A call that
+    meets a broken connection between two checks fails, closes it, and the next call opens a
+    new one: the caller already treats a failed call as the database failing, and retries.
+    """
+    now = time.monotonic()
+    if now - getattr(_db_thread, "checked_at", -math.inf) >= DB_HEALTH_CHECK_EVERY_S:
+        close_old_connections()
+        _db_thread.checked_at = now
     try:
         return fn(*args, **kwargs)
     except DatabaseError:
         connection.close()
+        _db_thread.checked_at = -math.inf
         raise
 
 
