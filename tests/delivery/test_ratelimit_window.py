@@ -90,6 +90,34 @@ def test_a_refunded_campaign_token_frees_the_campaign_share_too() -> None:
     assert bucket.acquire(100, TrafficClass.CAMPAIGN).tokens >= taken - 1
 
 
+def test_the_log_forgets_what_left_the_window_and_stays_small() -> None:
+    # The log keeps a running sum and retires slots as they leave the window. A retirement
+    # that subtracted too little would shrink every later window; one that forgot to delete
+    # would grow the hash with every slot that ever held a grant.
+    bucket = TokenBucket("pn-window-retire", rate=100, reserve=0.0, burst_s=0.2)
+    grants = _grants(bucket, TrafficClass.CAMPAIGN, 3.0)
+    granted = sum(n for _, n in grants)
+    assert _busiest_second(grants) <= 100
+    assert granted >= 100 * 3.0 * 0.9
+    # At most the window's 102 slots, its sum and its oldest slot.
+    assert bucket._conn.hlen(bucket.log_key) <= 104
+    assert bucket._conn.hlen(bucket.campaign_log_key) <= 104
+
+
+def test_a_log_idle_for_longer_than_a_window_starts_empty() -> None:
+    bucket = TokenBucket("pn-window-idle", rate=50, reserve=0.0, burst_s=1.0)
+    bucket.acquire(1, TrafficClass.TRANSACTIONAL)
+    time.sleep(1.0)
+    assert bucket.acquire(50, TrafficClass.TRANSACTIONAL).tokens >= 45  # the window is full
+    assert bucket.acquire(50, TrafficClass.TRANSACTIONAL).tokens == 0
+    # Idle past the window but not past the key's expiry (2 s): the whole log is stale.
+    time.sleep(1.3)
+    assert bucket._conn.exists(bucket.log_key)
+    assert bucket.acquire(50, TrafficClass.TRANSACTIONAL).tokens >= 45
+    fields = bucket._conn.hkeys(bucket.log_key)
+    assert len(fields) == 3  # the slot just granted, the sum, the oldest slot
+
+
 def test_a_grant_carries_the_moment_the_send_log_counted_it_in_redis_clock() -> None:
     bucket = TokenBucket("pn-window-moment", rate=10, reserve=0.0)
     conn = bucket._conn
