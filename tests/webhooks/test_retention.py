@@ -80,7 +80,13 @@ def test_each_batch_reads_the_head_of_the_key_not_the_whole_table(settings: Any)
     # filter there would have to read on through the whole key when no row is old).
     limit = next(i for i, line in enumerate(plan) if "->  Limit" in line)
     assert "Scan using webhooks_webhookevent_pkey" in plan[limit + 1], plan
-    assert "Filter" not in plan[limit + 2], plan
+    # The scan's own lines (an Index Cond, a Filter) follow it up to the next node, if any.
+    scan_details = []
+    for line in plan[limit + 2 :]:
+        if "->" in line:
+            break
+        scan_details.append(line)
+    assert not any("Filter" in line for line in scan_details), plan
     assert remaining() and len(remaining()) == 5
 
 
