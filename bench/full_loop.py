@@ -128,7 +128,7 @@ def main() -> None:
 def _gunicorn_args() -> list[str]:
     return [
         str(ROOT / ".venv" / "bin" / "gunicorn"),
-        "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "whatsblast.wsgi",
+        "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "whatsblast.asgi",
     ]  # fmt: skip
 
 
@@ -211,7 +211,10 @@ def _run(
             break
         time.sleep(0.5)
     if drained_at is None:
-        raise SystemExit("the loop did not drain in time")
+        raise SystemExit(
+            "the loop did not drain in time: (t, accepted, awaiting, pending events) last "
+            f"{samples[-1] if samples else None}, simulator {stats.get('webhooks')}"
+        )
     cpu = {
         k: round(v / (drained_at - started), 2) for k, v in _cpu_delta(cpu_start, groups).items()
     }
@@ -257,7 +260,7 @@ def _report(
         "rate": args.rate,
         "recipients": len(sends),
         "workers": args.workers,
-        "web": f"{args.web_workers} gunicorn gthread x {args.web_threads}",
+        "web": f"{args.web_workers} gunicorn asgi (+{args.web_threads} threads for Django)",
         "latency_ms": args.latency_ms,
         "read_fraction": args.read_fraction,
         "send_rate": round((len(sends) - 1) / (last_send - first_send), 1),

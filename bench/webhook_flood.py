@@ -149,7 +149,7 @@ def main() -> None:
     web = subprocess.Popen(  # noqa: S603 - our own web process
         [
             str(ROOT / ".venv" / "bin" / "gunicorn"),
-            "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "whatsblast.wsgi",
+            "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "whatsblast.asgi",
         ],
         cwd=ROOT, env=env, stderr=(directory / "web.log").open("wb"),
     )  # fmt: skip

@@ -131,7 +131,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--wrk-processes", type=int, default=1)
-    parser.add_argument("--max-pending", type=int, default=12)
+    parser.add_argument("--max-pending", type=int, default=500)
     parser.add_argument("--no-group-commit", dest="group_commit", action="store_false")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
@@ -154,7 +154,7 @@ def main() -> None:
     web = subprocess.Popen(  # noqa: S603 - our own web process
         [
             str(ROOT / ".venv" / "bin" / "gunicorn"),
-            "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "whatsblast.wsgi",
+            "-c", str(ROOT / "deploy" / "gunicorn.conf.py"), "whatsblast.asgi",
         ],
         cwd=ROOT,
         env=server_env(args, port),

@@ -85,7 +85,11 @@ _COUNTING = r"""
 function response(status, headers, body)
   local key = tostring(status)
   statuses[key] = (statuses[key] or 0) + 1
-  if status == 503 and headers["Retry-After"] then retry_after = retry_after + 1 end
+  -- Header names are case-insensitive: nginx's own answers say Retry-After, gunicorn's
+  -- asgi worker passes the application's retry-after as it is.
+  if status == 503 and (headers["Retry-After"] or headers["retry-after"]) then
+    retry_after = retry_after + 1
+  end
 end
 """
 

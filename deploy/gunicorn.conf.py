@@ -1,14 +1,15 @@
 """gunicorn for the web process: admin, Meta's webhook, the transactional API, metrics, probes.
 
-    gunicorn -c deploy/gunicorn.conf.py whatsblast.wsgi
+    gunicorn -c deploy/gunicorn.conf.py whatsblast.asgi
 
-Every knob has an environment override (GUNICORN_*). Threads, not more processes, carry
-concurrency: a webhook POST waits for its group commit (webhooks/ingest.py), so a thread
-waiting costs little. Each process keeps its committers' connections (WEBHOOK_COMMITTERS)
-and one per thread that touches the database (admin, API) — size PostgreSQL's
-max_connections for workers x (threads + committers) per host. WEBHOOK_MAX_PENDING must stay
-below the thread count: the threads above it are what answers 503 at once when the
-database is slow, instead of every thread waiting and the connections queueing.
+gunicorn's ``asgi`` worker: each process serves its connections from one event loop. Meta's
+callbacks (one status per POST, thousands a second) are handled on that loop
+(whatsblast/views/webhooks_async.py) and stored by the process's group commit; every other
+request runs Django's WSGI application on a pool of GUNICORN_THREADS threads
+(whatsblast/asgi.py). Every knob has an environment override (GUNICORN_*). Each process
+keeps its committers' connections (WEBHOOK_COMMITTERS) and one per thread that touches the
+database (admin, API) — size PostgreSQL's max_connections for workers x (threads +
+committers) per host.
 
 Django's request metrics (django-prometheus) are kept in files under
 PROMETHEUS_MULTIPROC_DIR so that /metrics sums every gunicorn worker; the engine's
@@ -30,13 +31,17 @@ def _int(name: str, default: int) -> int:
 
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
-# Measured on 2 cores (bench/webhook_ingest.py): CPUs + 1 processes of 16 threads carried the
-# most webhook POSTs; more processes only share the same cores.
+# Measured on 2 cores (bench/webhook_ingest.py): CPUs + 1 processes carried the most webhook
+# POSTs (4,584-5,091/s against 2,988-4,367/s with 2, run alternately).
 workers = _int("GUNICORN_WORKERS", (os.cpu_count() or 1) + 1)
-# gthread, with each request's wait for a thread measured: a webhook POST that waited past
-# WEBHOOK_QUEUE_LIMIT_S is answered 503 at once (whatsblast/core/request_queue.py).
-worker_class = "whatsblast.gunicorn_worker.QueueTimedThreadWorker"
-threads = _int("GUNICORN_THREADS", 16)
+# The asgi worker. The threaded alternative is whatsblast.gunicorn_worker.QueueTimedThreadWorker
+# with whatsblast.wsgi (gthread, each request's wait measured), whose
+# webhook POSTs cost some three times the CPU (docs/performance.md, 3 Dec 2026, evening).
+worker_class = os.environ.get("GUNICORN_WORKER_CLASS", "asgi")
+if worker_class != "asgi":
+    # The asgi worker has no threads setting: Django's pool is sized from GUNICORN_THREADS by
+    # whatsblast/settings.py (WEB_THREADS).
+    threads = _int("GUNICORN_THREADS", 16)
 # Open connections per process, idle keep-alive ones included (gunicorn's default).
 worker_connections = _int("GUNICORN_WORKER_CONNECTIONS", 1000)
 # Meta retries a callback that takes more than a few seconds; nothing here should come close.

@@ -19,12 +19,13 @@ commit belongs to its caller.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -53,7 +54,10 @@ class _Item:
     body: bytes
     digest: str
     rejected_reason: str | None
-    done: threading.Event = field(default_factory=threading.Event)
+    # A thread waits on ``done``; a caller on an event loop (the ASGI web process) on
+    # ``future``, which the committer resolves on that loop. Each item has one of the two.
+    done: threading.Event | None = None
+    future: asyncio.Future[None] | None = None
     event_id: int | None = None
     failed: bool = False
 
@@ -107,15 +111,35 @@ class GroupCommitter:
         not happen within ``wait_s``.
         """
         item = _Item(body, hashlib.sha256(body).hexdigest(), rejected_reason)
+        item.done = done = threading.Event()
+        self._admit(item)
+        if not done.wait(self.wait_s) or item.failed:
+            raise NotStored
+        return item.event_id
+
+    async def store_async(self, *, body: bytes, rejected_reason: str | None) -> int | None:
+        """``store`` for a caller on an event loop: the loop serves other requests meanwhile.
+
+        The committer threads are the same; each batch wakes each loop it serves once.
+        """
+        future = asyncio.get_running_loop().create_future()
+        item = _Item(body, hashlib.sha256(body).hexdigest(), rejected_reason, future=future)
+        self._admit(item)
+        try:
+            await asyncio.wait_for(future, self.wait_s)
+        except TimeoutError:
+            raise NotStored from None
+        if item.failed:
+            raise NotStored
+        return item.event_id
+
+    def _admit(self, item: _Item) -> None:
         with self._cond:
             if len(self._waiting) >= self.max_pending:
                 raise Overloaded
             self._waiting.append(item)
             self._ensure_thread()
             self._cond.notify()
-        if not item.done.wait(self.wait_s) or item.failed:
-            raise NotStored
-        return item.event_id
 
     def _ensure_thread(self) -> None:
         self._threads = [t for t in self._threads if t.is_alive()]
@@ -166,20 +190,20 @@ class GroupCommitter:
             connection.close()
             for item in batch:
                 item.failed = True
-                item.done.set()
+            _release(batch)
             return
         new = rejected = duplicates = 0
         for item in batch:
             # The first of equal bodies in the batch is the stored one; the others are
             # redeliveries, as they would be in a later batch.
             item.event_id = stored.pop(item.digest, None)
-            item.done.set()
             if item.event_id is None:
                 duplicates += 1
             elif item.rejected_reason:
                 rejected += 1
             else:
                 new += 1
+        _release(batch)
         with self._cond:
             self.batches_committed += 1
             self._counts[0] += new
@@ -203,6 +227,27 @@ class GroupCommitter:
         metrics.webhooks_stored_batch(stored=new, rejected=rejected, duplicates=duplicates)
         if new:
             applier_schedule()
+
+
+def _release(batch: list[_Item]) -> None:
+    """Wake every caller of the batch: threads by their event, each event loop once."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+    for item in batch:
+        if item.done is not None:
+            item.done.set()
+        if item.future is not None:
+            by_loop.setdefault(item.future.get_loop(), []).append(item.future)
+    for loop, futures in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_futures_resolve, futures)
+        except RuntimeError:  # the loop closed (its process is stopping): nobody waits
+            pass
+
+
+def _futures_resolve(futures: list[asyncio.Future[None]]) -> None:
+    for future in futures:
+        if not future.done():  # a caller that timed out cancelled its future
+            future.set_result(None)
 
 
 def _batch_insert(batch: list[_Item]) -> dict[str, int]:
@@ -266,6 +311,12 @@ def committer_stop() -> None:
         if _committer is not None:
             _committer.stop()
             _committer = None
+
+
+async def webhook_body_store_async(*, body: bytes, rejected_reason: str | None) -> int | None:
+    """Store one signed body from an event loop: always grouped (the loop holds no
+    transaction)."""
+    return await committer().store_async(body=body, rejected_reason=rejected_reason)
 
 
 def webhook_body_store(*, body: bytes, rejected_reason: str | None) -> int | None:

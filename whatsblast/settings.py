@@ -113,12 +113,15 @@ WEBHOOK_EVENT_RETENTION_HOURS = env_float("WEBHOOK_EVENT_RETENTION_HOURS", 336.0
 # each at most WEBHOOK_STORE_TIMEOUT_S, else 503 with Retry-After: WEBHOOK_RETRY_AFTER_S.
 WEBHOOK_GROUP_COMMIT = env_bool("WEBHOOK_GROUP_COMMIT", True)
 # Below the web process's thread count (GUNICORN_THREADS, 16): the rest answer the 503s.
-WEBHOOK_MAX_PENDING = env_int("WEBHOOK_MAX_PENDING", 12, minimum=1)
+WEBHOOK_MAX_PENDING = env_int("WEBHOOK_MAX_PENDING", 500, minimum=1)
 WEBHOOK_STORE_TIMEOUT_S = env_float("WEBHOOK_STORE_TIMEOUT_S", 5.0, minimum=0.1, maximum=60)
 WEBHOOK_RETRY_AFTER_S = env_int("WEBHOOK_RETRY_AFTER_S", 1, minimum=1)
 # A POST that waited longer than this for a web thread (the process is past capacity: CPU,
 # not the database) is answered 503 at once instead of late (whatsblast/core/request_queue.py).
 WEBHOOK_QUEUE_LIMIT_S = env_float("WEBHOOK_QUEUE_LIMIT_S", 1.0, minimum=0.01, maximum=30)
+# Threads per web process for everything but webhook POSTs (admin, API, metrics, probes): the
+# ASGI web process (whatsblast/asgi.py) runs Django's WSGI application on this many.
+WEB_THREADS = env_int("GUNICORN_THREADS", 16, minimum=1, maximum=256)
 # Committer threads per web process, each with its own connection (one inserts while
 # another waits for its commit to reach the disk).
 WEBHOOK_COMMITTERS = env_int("WEBHOOK_COMMITTERS", 2, minimum=1, maximum=8)

@@ -276,6 +276,8 @@ class WebhookDispatcher:
                     ok = r.status == 200
             except (aiohttp.ClientError, TimeoutError) as exc:
                 logger.debug("webhook post failed: %s", exc)
+            except Exception:  # noqa: BLE001 - a lost task would leave its statuses pending forever
+                logger.warning("webhook post failed unexpectedly", exc_info=True)
         self.counts["posts"] += 1
         if ok:
             self.counts["posts_ok"] += 1
@@ -284,6 +286,7 @@ class WebhookDispatcher:
             return
         self.counts["posts_failed"] += 1
         if attempt >= cfg.webhook_retry_max:
+            logger.warning("webhook post of %s statuses dropped after %s attempts", n, attempt + 1)
             self.counts["statuses_dropped"] += n
             self.pending -= n
             return

@@ -114,7 +114,9 @@ def gunicorn(tmp_path, settings) -> Iterator[tuple[str, Path]]:
 
 
 @contextmanager
-def web_process(tmp_path: Path, env: dict[str, str]) -> Iterator[tuple[str, Path]]:
+def web_process(
+    tmp_path: Path, env: dict[str, str], app: str = "whatsblast.asgi"
+) -> Iterator[tuple[str, Path]]:
     """gunicorn as deploy/gunicorn.conf.py runs it, with ``env``, on a free port."""
     bind = f"127.0.0.1:{free_port()}"
     # gunicorn.conf.py empties and creates the metrics directory before the workers start.
@@ -122,9 +124,7 @@ def web_process(tmp_path: Path, env: dict[str, str]) -> Iterator[tuple[str, Path
         tmp_path / "logs",
         {**env, "GUNICORN_BIND": bind, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prometheus")},
     )
-    web = group.start(
-        "web", ["-m", "gunicorn", "-c", str(DEPLOY / "gunicorn.conf.py"), "whatsblast.wsgi"]
-    )
+    web = group.start("web", ["-m", "gunicorn", "-c", str(DEPLOY / "gunicorn.conf.py"), app])
     try:
         wait_for_http(f"http://{bind}/healthz")
         yield f"http://{bind}", web.log_path

@@ -131,23 +131,27 @@ def test_a_flood_past_capacity_is_shed_with_503_and_nothing_acked_is_lost(web) -
     assert sum('" 403 ' in line for line in webhook_lines) == 10
 
 
-def test_a_post_that_waited_past_the_queue_limit_for_a_thread_is_answered_503_unread(
+def test_threaded_worker_a_post_that_waited_past_the_queue_limit_is_answered_503_unread(
     tmp_path: Path,
 ) -> None:
-    """One thread, held by a POST whose commit waits on a lock: the POST queued behind it
-    waited longer than WEBHOOK_QUEUE_LIMIT_S, so it is refused at once, never stored."""
+    """The threaded alternative (gthread, whatsblast.wsgi). One thread, held by a POST whose
+    commit waits on a lock: the POST queued behind it waited longer than
+    WEBHOOK_QUEUE_LIMIT_S, so it is refused at once, never stored. (The asgi worker's
+    equivalent, a loop running late: tests/webhooks/test_asgi.py.)"""
     env = production_env(
         ALLOWED_HOSTS="127.0.0.1",
         **service_environment(),
         STATIC_ROOT=str(tmp_path / "static"),
         GUNICORN_WORKERS="1",
         GUNICORN_THREADS="1",
+        GUNICORN_WORKER_CLASS="whatsblast.gunicorn_worker.QueueTimedThreadWorker",
+        WEBHOOK_MAX_PENDING="12",
         WEBHOOK_QUEUE_LIMIT_S="0.3",
         WEBHOOK_STORE_TIMEOUT_S="8",
         WEBHOOK_RETRY_AFTER_S="2",
         LOG_FORMAT="text",
     )
-    with web_process(tmp_path, env) as (url, _):
+    with web_process(tmp_path, env, app="whatsblast.wsgi") as (url, _):
         secret = env["WHATSAPP_APP_SECRET"]
         headers = {"Content-Type": "application/json", "X-Forwarded-Proto": "https"}
         first, queued = body_for(1), body_for(2)

@@ -9,13 +9,11 @@ database.
 from __future__ import annotations
 
 import io
-import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import connection
 
@@ -33,27 +31,6 @@ def body_for(n: int) -> bytes:
     payload = fixture_json("status_delivered")
     payload["entry"][0]["changes"][0]["value"]["statuses"][0]["id"] = f"wamid.ingest-{n}"
     return meta_bytes(payload)
-
-
-@pytest.fixture
-def table_lock() -> Iterator[threading.Event]:
-    """Hold an exclusive lock on the events table from another connection until set."""
-    release = threading.Event()
-    locked = threading.Event()
-    params = connection.get_connection_params()
-
-    def hold() -> None:
-        with psycopg.connect(**params) as other, other.cursor() as cursor:
-            cursor.execute("LOCK TABLE webhooks_webhookevent IN EXCLUSIVE MODE")
-            locked.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold, daemon=True)
-    holder.start()
-    assert locked.wait(10)
-    yield release
-    release.set()
-    holder.join(10)
 
 
 @pytest.fixture

@@ -17,9 +17,11 @@ QUIET_POST_PATHS = frozenset({"/webhooks/whatsapp"})
 
 class AccessLogger(Logger):  # type: ignore[misc]  # gunicorn ships no type hints
     def access(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> None:
+        # The threaded worker's response has ``status_code``; the asgi worker's only ``status``.
+        status = getattr(resp, "status_code", None) or getattr(resp, "status", None)
         if (
-            resp.status_code is not None
-            and resp.status_code < 300
+            isinstance(status, int)
+            and status < 300
             and environ.get("REQUEST_METHOD") == "POST"
             and environ.get("PATH_INFO") in QUIET_POST_PATHS
         ):

@@ -65,7 +65,7 @@ def _receive(request: HttpRequest) -> HttpResponse:
     secret = settings.WHATSAPP_APP_SECRET
     if not secret:
         # Fail closed: without the secret no callback can be told from a forgery.
-        _log_missing_secret()
+        log_missing_secret()
         return HttpResponse("forbidden", status=403, content_type="text/plain")
     # Read from the stream rather than request.body: Django's DATA_UPLOAD_MAX_MEMORY_SIZE
     # (2.5 MB) would refuse Meta's 3 MB callbacks, and the cap here is our own.
@@ -78,7 +78,7 @@ def _receive(request: HttpRequest) -> HttpResponse:
         metrics.webhook_received("forbidden")
         return HttpResponse("forbidden", status=403, content_type="text/plain")
     try:
-        webhook_body_store(body=body, rejected_reason=_rejection(body))
+        webhook_body_store(body=body, rejected_reason=rejection(body))
     except (Overloaded, NotStored):
         # Past capacity, or the database too slow: Meta retries, and nothing was acked.
         return _busy()
@@ -92,7 +92,7 @@ def _busy() -> HttpResponse:
     return response
 
 
-def _rejection(body: bytes) -> str | None:
+def rejection(body: bytes) -> str | None:
     """Why a signed body cannot be a callback; Meta still gets 200 so it stops retrying."""
     try:
         return envelope_check(json.loads(body))
@@ -104,7 +104,7 @@ def _too_large() -> HttpResponse:
     return HttpResponse("payload too large", status=413, content_type="text/plain")
 
 
-def _log_missing_secret() -> None:
+def log_missing_secret() -> None:
     global _missing_secret_logged
     if not _missing_secret_logged:
         _missing_secret_logged = True

@@ -143,9 +143,9 @@ class Command(BaseCommand):
         group.start(
             "web",
             [
-                "-m", "gunicorn", "whatsblast.wsgi",
+                "-m", "gunicorn", "whatsblast.asgi", "--worker-class", "asgi",
                 "--bind", web.removeprefix("http://"),
-                "--workers", "2", "--threads", "4",
+                "--workers", "2",
                 "--access-logfile", "-",
             ],
         )  # fmt: skip

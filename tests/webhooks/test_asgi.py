@@ -1,0 +1,316 @@
+"""The ASGI web process (whatsblast/asgi.py): webhook POSTs on the event loop, the rest Django.
+
+Each test drives ``whatsblast.asgi.application`` as gunicorn's asgi worker does (an HTTP
+scope, ``receive``, ``send``) on a real event loop, against the real database in autocommit:
+the POSTs are stored by the process's real committer threads. A second connection holding a
+lock on the events table stands in for a slow or stalled database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.webhooks.support import URL, fixture_json, meta_bytes, sign, wait_until
+from webhooks.ingest import GroupCommitter, committer, committer_stop
+from webhooks.models import WebhookEvent, WebhookEventStatus
+from whatsblast.asgi import WebProcess, application
+from whatsblast.core.loop_lag import LoopLag
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def body_for(n: int) -> bytes:
+    payload = fixture_json("status_delivered")
+    payload["entry"][0]["changes"][0]["value"]["statuses"][0]["id"] = f"wamid.asgi-{n}"
+    return meta_bytes(payload)
+
+
+class Answer:
+    def __init__(self, messages: list[dict[str, Any]]) -> None:
+        start = messages[0]
+        assert start["type"] == "http.response.start"
+        self.status: int = start["status"]
+        self.headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+        self.body = b"".join(m.get("body", b"") for m in messages[1:])
+
+
+async def request(
+    method: str,
+    path: str,
+    *,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    chunks: list[bytes] | None = None,
+    query: str = "",
+    app: Any = application,
+) -> Answer:
+    """One request through the ASGI application, as gunicorn's asgi worker makes it."""
+    raw_headers = [(b"host", b"testserver")]
+    if body and not chunks:
+        raw_headers.append((b"content-length", str(len(body)).encode()))
+    raw_headers += [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": raw_headers,
+        "client": ("127.0.0.1", 40000),
+        "server": ("testserver", 80),
+    }
+    pieces = list(chunks) if chunks else [body]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if pieces:
+            piece = pieces.pop(0)
+            return {"type": "http.request", "body": piece, "more_body": bool(pieces)}
+        await asyncio.sleep(3600)  # a client that has sent everything waits for the answer
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    return Answer(sent)
+
+
+def post(body: bytes, signature: str | None, **options: Any) -> Answer:
+    headers = {"content-type": "application/json"}
+    if signature is not None:
+        headers["x-hub-signature-256"] = signature
+    return asyncio.run(request("POST", URL, body=body, headers=headers, **options))
+
+
+@pytest.fixture(autouse=True)
+def fresh_committer() -> Iterator[None]:
+    """Each test's committer is built from its settings, and stopped after it."""
+    committer_stop()
+    yield
+    committer_stop()
+
+
+def test_a_signed_post_is_stored_before_its_200_and_unsigned_ones_are_refused() -> None:
+    body = body_for(1)
+    answer = post(body, sign(body))
+    assert (answer.status, answer.body) == (200, b"ok")
+    # Answered only once committed: the row is there the moment the answer is.
+    assert WebhookEvent.objects.filter(status=WebhookEventStatus.PENDING).count() == 1
+    # No middleware ran: the clickjacking header every Django page gets is absent.
+    assert "x-frame-options" not in answer.headers
+
+    other = body_for(2)
+    assert post(other, None).status == 403
+    assert post(other, sign(other, secret="not-the-secret")).status == 403
+    assert post(other + b" ", sign(other)).status == 403  # signed bytes, not the JSON
+    assert WebhookEvent.objects.count() == 1
+
+
+def test_concurrent_posts_on_one_loop_share_statements_and_each_waits_for_its_commit(
+    table_lock,
+) -> None:
+    async def flood() -> list[Answer]:
+        tasks = [asyncio.create_task(post_async(body_for(n))) for n in range(40)]
+        await asyncio.sleep(0.3)
+        # The table is locked: nothing can be committed, so nothing may be answered yet.
+        assert not any(t.done() for t in tasks)
+        table_lock.set()
+        return await asyncio.gather(*tasks)
+
+    async def post_async(body: bytes) -> Answer:
+        headers = {"x-hub-signature-256": sign(body)}
+        return await request("POST", URL, body=body, headers=headers)
+
+    answers = asyncio.run(flood())
+    assert [a.status for a in answers] == [200] * 40
+    assert WebhookEvent.objects.filter(status=WebhookEventStatus.PENDING).count() == 40
+    # The first body went alone (the lock held it); the 39 behind it shared a statement or two.
+    assert committer().batches_committed <= 3
+
+
+def test_a_thread_and_a_loop_waiting_in_one_batch_are_both_released(table_lock) -> None:
+    one = GroupCommitter(max_pending=10, wait_s=10, committers=1)
+    try:
+        from_thread: list[int | None] = []
+        waiter = threading.Thread(
+            target=lambda: from_thread.append(one.store(body=body_for(3), rejected_reason=None))
+        )
+        waiter.start()
+
+        async def from_loop() -> int | None:
+            pending = asyncio.create_task(one.store_async(body=body_for(4), rejected_reason=None))
+            await asyncio.sleep(0.2)
+            table_lock.set()
+            return await pending
+
+        loop_id = asyncio.run(from_loop())
+        waiter.join(10)
+    finally:
+        one.stop()
+    assert from_thread and from_thread[0] is not None and loop_id is not None
+    assert from_thread[0] != loop_id
+    assert WebhookEvent.objects.count() == 2
+
+
+def test_a_post_not_committed_in_time_gets_503_and_its_retry_is_stored_once(
+    table_lock, settings
+) -> None:
+    settings.WEBHOOK_STORE_TIMEOUT_S = 0.3
+    settings.WEBHOOK_RETRY_AFTER_S = 2
+    body = body_for(5)
+    started = time.monotonic()
+    answer = post(body, sign(body))
+    assert answer.status == 503 and answer.headers["retry-after"] == "2"
+    assert time.monotonic() - started < 2.0
+    table_lock.set()
+    # The statement went through once the lock was gone; Meta's retry finds the body there.
+    wait_until(lambda: WebhookEvent.objects.count() == 1)
+    assert post(body, sign(body)).status == 200
+    assert WebhookEvent.objects.count() == 1
+
+
+def test_past_the_admission_limit_posts_are_shed_at_once_and_the_admitted_are_stored(
+    table_lock, settings
+) -> None:
+    settings.WEBHOOK_MAX_PENDING = 3
+    settings.WEBHOOK_RETRY_AFTER_S = 1
+    settings.WEBHOOK_COMMITTERS = 1
+
+    async def flood() -> list[tuple[int, float]]:
+        async def one(n: int) -> tuple[int, float]:
+            body = body_for(100 + n)
+            started = time.monotonic()
+            answer = await request(
+                "POST", URL, body=body, headers={"x-hub-signature-256": sign(body)}
+            )
+            return answer.status, time.monotonic() - started
+
+        tasks = [asyncio.create_task(one(n)) for n in range(20)]
+        await asyncio.sleep(0.5)
+        answered_early = [t.result() for t in tasks if t.done()]
+        waiting = [t for t in tasks if not t.done()]
+        table_lock.set()
+        return answered_early + list(await asyncio.gather(*waiting))
+
+    results = asyncio.run(flood())
+    statuses = [status for status, _ in results]
+    assert len(results) == 20
+    assert set(statuses) == {200, 503}
+    # One batch in the committer's hands and three waiting: the other sixteen are refused.
+    assert statuses.count(200) == 4
+    assert all(took < 0.5 for status, took in results if status == 503)
+    assert WebhookEvent.objects.count() == 4
+
+
+def test_a_loop_running_late_sheds_posts_before_reading_them(settings) -> None:
+    settings.WEBHOOK_QUEUE_LIMIT_S = 0.2
+    late = LoopLag()
+    late.lag_s = 0.5
+
+    async def shed() -> Answer:
+        from whatsblast.views.webhooks_async import webhook_post
+
+        app = WebProcess()
+        app.lag = late
+        body = body_for(6)
+        answer = await request(
+            "POST", URL, body=body, headers={"x-hub-signature-256": sign(body)}, app=app
+        )
+        app.lag.stop()
+        assert app.webhook_post is webhook_post
+        return answer
+
+    answer = asyncio.run(shed())
+    assert answer.status == 503 and answer.headers["retry-after"] == "1"
+    assert WebhookEvent.objects.count() == 0
+
+
+def test_the_loop_lag_probe_sees_a_blocked_loop() -> None:
+    async def block() -> tuple[float, float]:
+        lag = LoopLag(interval_s=0.01)
+        lag.start()
+        await asyncio.sleep(0.05)
+        before = lag.lag_s
+        time.sleep(0.3)  # what a turn of an overloaded loop looks like to everyone else
+        await asyncio.sleep(0.005)  # the overdue probe runs first, well before its next turn
+        lag.stop()
+        return before, lag.lag_s
+
+    before, after = asyncio.run(block())
+    assert before < 0.1
+    assert after >= 0.25
+
+
+def test_bodies_too_large_bad_lengths_and_a_missing_secret_are_refused(settings) -> None:
+    settings.WEBHOOK_MAX_BODY_BYTES = 2048
+    big = b"x" * 3000
+    headers = {"x-hub-signature-256": sign(big), "content-length": "3000"}
+    assert asyncio.run(request("POST", URL, body=big, headers=headers)).status == 413
+    # No length declared, the body streamed in pieces past the cap.
+    pieces = [b"x" * 1000] * 3
+    chunked = {"x-hub-signature-256": sign(b"".join(pieces))}
+    assert asyncio.run(request("POST", URL, chunks=pieces, headers=chunked)).status == 413
+    bad = {"x-hub-signature-256": sign(b"{}"), "content-length": "many"}
+    assert asyncio.run(request("POST", URL, body=b"{}", headers=bad)).status == 400
+
+    settings.WHATSAPP_APP_SECRET = ""
+    body = body_for(7)
+    assert post(body, sign(body)).status == 403
+    assert WebhookEvent.objects.count() == 0
+
+
+def test_a_signed_body_that_is_not_a_callback_is_acked_and_stored_as_rejected() -> None:
+    body = b'{"object": "page", "entry": []}'
+    answer = post(body, sign(body))
+    assert answer.status == 200  # Meta must stop retrying it
+    event = WebhookEvent.objects.get()
+    assert event.status == WebhookEventStatus.REJECTED
+    assert event.error
+
+
+def test_everything_but_the_webhook_post_goes_through_django_with_its_middleware() -> None:
+    query = "hub.mode=subscribe&hub.verify_token=wrong&hub.challenge=1"
+    refused = asyncio.run(request("GET", URL, query=query))
+    assert refused.status == 403
+    assert refused.headers["x-frame-options"] == "DENY"
+    health = asyncio.run(request("GET", "/healthz"))
+    assert health.status == 200 and b"ok" in health.body
+    # A POST to any other path is Django's too: the API refuses it without a key.
+    api = asyncio.run(request("POST", "/api/v1/messages", body=b"{}"))
+    assert api.status == 401
+
+
+def test_lifespan_starts_the_probe_and_shutdown_stops_the_committer() -> None:
+    body = body_for(8)
+    assert post(body, sign(body)).status == 200
+    threads = list(committer()._threads)
+    assert threads and all(t.is_alive() for t in threads)
+
+    async def lifespan() -> list[str]:
+        app = WebProcess()
+        messages = [{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}]
+        sent: list[str] = []
+
+        async def receive() -> dict[str, Any]:
+            await asyncio.sleep(0.05)
+            return messages.pop(0)
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message["type"])
+
+        await app({"type": "lifespan"}, receive, send)
+        return sent
+
+    assert asyncio.run(lifespan()) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
+    assert not any(t.is_alive() for t in threads)
