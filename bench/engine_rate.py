@@ -45,7 +45,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from harness import django_setup, process_env, sim_accepted_records
+from harness import django_setup, hot_tables_vacuum, process_env, sim_accepted_records
 
 django_setup()
 
@@ -98,6 +98,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
+    hot_tables_vacuum()
 
     run = uuid.uuid4().hex[:8]
     sim_port = free_port()

@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, django_setup, process_env, sim_accepted_records
+from harness import ROOT, django_setup, hot_tables_vacuum, process_env, sim_accepted_records
 
 django_setup()
 
@@ -74,6 +74,7 @@ def main() -> None:
     parser.add_argument("--webhook-concurrency", type=int, default=64)
     args = parser.parse_args()
     call_command("migrate", verbosity=0)
+    hot_tables_vacuum()
 
     run = uuid.uuid4().hex[:8]
     secret = secrets.token_urlsafe(24)
