@@ -95,8 +95,8 @@ def main() -> None:
         group.start(
             "web",
             [
-                "-m", "gunicorn", "whatsblast.wsgi", "--bind", f"127.0.0.1:{web_port}",
-                "--workers", "2", "--threads", "4",
+                "-m", "gunicorn", "whatsblast.asgi", "--worker-class", "asgi",
+                "--bind", f"127.0.0.1:{web_port}", "--workers", "2",
             ],
         )  # fmt: skip
         wait_for_http(f"{sim}/_sim/health")
