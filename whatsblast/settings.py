@@ -112,7 +112,8 @@ WEBHOOK_EVENT_RETENTION_HOURS = env_float("WEBHOOK_EVENT_RETENTION_HOURS", 336.0
 # INSERT each round; at most WEBHOOK_MAX_PENDING wait per process (the admission limit),
 # each at most WEBHOOK_STORE_TIMEOUT_S, else 503 with Retry-After: WEBHOOK_RETRY_AFTER_S.
 WEBHOOK_GROUP_COMMIT = env_bool("WEBHOOK_GROUP_COMMIT", True)
-# Below the web process's thread count (GUNICORN_THREADS, 16): the rest answer the 503s.
+# On the asgi web process the POSTs past it answer 503 at once while the database is slow;
+# on the threaded alternative keep it below the thread count (GUNICORN_THREADS).
 WEBHOOK_MAX_PENDING = env_int("WEBHOOK_MAX_PENDING", 500, minimum=1)
 WEBHOOK_STORE_TIMEOUT_S = env_float("WEBHOOK_STORE_TIMEOUT_S", 5.0, minimum=0.1, maximum=60)
 WEBHOOK_RETRY_AFTER_S = env_int("WEBHOOK_RETRY_AFTER_S", 1, minimum=1)
