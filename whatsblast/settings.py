@@ -117,8 +117,10 @@ WEBHOOK_GROUP_COMMIT = env_bool("WEBHOOK_GROUP_COMMIT", True)
 WEBHOOK_MAX_PENDING = env_int("WEBHOOK_MAX_PENDING", 500, minimum=1)
 WEBHOOK_STORE_TIMEOUT_S = env_float("WEBHOOK_STORE_TIMEOUT_S", 5.0, minimum=0.1, maximum=60)
 WEBHOOK_RETRY_AFTER_S = env_int("WEBHOOK_RETRY_AFTER_S", 1, minimum=1)
-# A POST that waited longer than this for a web thread (the process is past capacity: CPU,
-# not the database) is answered 503 at once instead of late (whatsblast/core/request_queue.py).
+# A POST that waited longer than this before its handler ran (the process is past capacity:
+# CPU, not the database) is answered 503 at once instead of late: on the asgi web process the
+# event loop's lag (whatsblast/core/loop_lag.py), on the threaded one the wait for a thread
+# (whatsblast/core/request_queue.py).
 WEBHOOK_QUEUE_LIMIT_S = env_float("WEBHOOK_QUEUE_LIMIT_S", 1.0, minimum=0.01, maximum=30)
 # Threads per web process for everything but webhook POSTs (admin, API, metrics, probes): the
 # ASGI web process (whatsblast/asgi.py) runs Django's WSGI application on this many.

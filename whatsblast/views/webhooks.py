@@ -55,13 +55,11 @@ def _receive(request: HttpRequest) -> HttpResponse:
         # The process is past capacity (its threads cannot keep up): a late answer helps
         # nobody, Meta would time out and resend. Refuse before reading or verifying.
         return _busy()
+    refused = refusal_of_length(request.META.get("CONTENT_LENGTH"))
+    if refused is not None:
+        status, text = refused
+        return HttpResponse(text, status=status, content_type="text/plain")
     limit = settings.WEBHOOK_MAX_BODY_BYTES
-    try:
-        declared = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return HttpResponse("bad Content-Length", status=400, content_type="text/plain")
-    if declared > limit:
-        return _too_large()
     secret = settings.WHATSAPP_APP_SECRET
     if not secret:
         # Fail closed: without the secret no callback can be told from a forgery.
@@ -90,6 +88,19 @@ def _busy() -> HttpResponse:
     response = HttpResponse("busy", status=503, content_type="text/plain")
     response["Retry-After"] = str(settings.WEBHOOK_RETRY_AFTER_S)
     return response
+
+
+def refusal_of_length(content_length: str | None) -> tuple[int, str] | None:
+    """The answer a declared Content-Length calls for before the body is read, if any:
+    (400, …) when it is no number, (413, …) when it is over ``WEBHOOK_MAX_BODY_BYTES``.
+    Both web processes' webhook views ask this first."""
+    try:
+        declared = int(content_length or 0)
+    except ValueError:
+        return 400, "bad Content-Length"
+    if declared > settings.WEBHOOK_MAX_BODY_BYTES:
+        return 413, "payload too large"
+    return None
 
 
 def rejection(body: bytes) -> str | None:

@@ -23,7 +23,7 @@ from webhooks import metrics
 from webhooks.ingest import NotStored, Overloaded, webhook_body_store_async
 from webhooks.signature import signature_is_valid
 from whatsblast.core.loop_lag import LoopLag
-from whatsblast.views.webhooks import log_missing_secret, rejection
+from whatsblast.views.webhooks import log_missing_secret, refusal_of_length, rejection
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,14 +40,11 @@ async def webhook_post(scope: Scope, receive: Receive, send: Send, *, lag: LoopL
         await _busy(send)
         return
     headers = dict(scope["headers"])
-    limit = settings.WEBHOOK_MAX_BODY_BYTES
-    try:
-        declared = int(headers.get(b"content-length") or 0)
-    except ValueError:
-        await _answer(send, 400, b"bad Content-Length")
-        return
-    if declared > limit:
-        await _answer(send, 413, b"payload too large")
+    length = headers.get(b"content-length")
+    refused = refusal_of_length(None if length is None else length.decode("latin-1"))
+    if refused is not None:
+        status, text = refused
+        await _answer(send, status, text.encode())
         return
     secret = settings.WHATSAPP_APP_SECRET
     if not secret:
@@ -55,7 +52,7 @@ async def webhook_post(scope: Scope, receive: Receive, send: Send, *, lag: LoopL
         log_missing_secret()
         await _answer(send, 403, b"forbidden")
         return
-    body = await _body_read(receive, limit)
+    body = await _body_read(receive, settings.WEBHOOK_MAX_BODY_BYTES)
     if body is None:
         await _answer(send, 413, b"payload too large")
         return
