@@ -133,6 +133,11 @@ class GroupCommitter:
             raise NotStored
         return item.event_id
 
+    def waiting_count(self) -> int:
+        """Bodies admitted and not yet taken by a committer thread."""
+        with self._cond:
+            return len(self._waiting)
+
     def _admit(self, item: _Item) -> None:
         with self._cond:
             if len(self._waiting) >= self.max_pending:
