@@ -21,7 +21,7 @@ ALERT_TESTS = PROMETHEUS / "alerts.test.yml"
 
 def promtool(*args: str) -> subprocess.CompletedProcess[str]:
     path = shutil.which("promtool")
-    assert path, "promtool is missing: apt-get install prometheus (.ci/run does it)"
+    assert path, "promtool is missing: apt-get install prometheus (make test does it)"
     return subprocess.run(  # noqa: S603
         [path, *args], capture_output=True, text=True, cwd=PROMETHEUS, timeout=60, check=False
     )

@@ -1,7 +1,7 @@
 """A real Prometheus scrapes a running whatsblast through a fault and raises, then clears,
 the alert for it.
 
-Prometheus (Debian's package, which .ci/run installs) runs with a generated configuration:
+Prometheus (Debian's package, which make test installs) runs with a generated configuration:
 the live server's /metrics scraped every second, rules evaluated every second, its TSDB in
 the test's temporary directory. The rules are deploy/prometheus/alerts.yml with every
 `for:` cut to a few seconds (the only change; the expressions and thresholds are the
@@ -111,7 +111,7 @@ def prometheus_ready(port: int) -> bool:
 @pytest.fixture
 def prometheus(live_server: Any, tmp_path: Path) -> Iterator[Prometheus]:
     binary = shutil.which("prometheus")
-    assert binary, "prometheus is missing: apt-get install prometheus (.ci/run does it)"
+    assert binary, "prometheus is missing: apt-get install prometheus (make test does it)"
     (tmp_path / "alerts.yml").write_text(rules_with_short_holds())
     target = live_server.url.removeprefix("http://")
     config = {
