@@ -105,7 +105,7 @@ def main() -> None:
             "simulator", "simulator", "--port", str(sim_port),
             "--latency-ms", str(args.latency_ms), "--jitter-ms", str(args.latency_ms / 5),
             "--no-pair-limit", "--record-bodies", "0",
-            "--callback-url", f"{web}/webhooks/whatsapp", "--app-secret", secret,
+            "--callback-url", f"{web}/webhooks/whatsapp", f"--app-secret={secret}",
             "--webhook-batch-size", "1", "--read-fraction", str(args.read_fraction),
         )  # fmt: skip
         wait_for_http(f"{sim}/_sim/health")

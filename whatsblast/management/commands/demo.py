@@ -136,7 +136,7 @@ class Command(BaseCommand):
             "--number", f"{DEMO_NUMBER_ID}:{DEMO_TOKEN}:{options['rate']}",
             "--template", f"{DEMO_TEMPLATE}:en_US:1",
             "--callback-url", f"{web}/webhooks/whatsapp",
-            "--app-secret", secret,
+            f"--app-secret={secret}",
             "--webhook-batch-size", "50",
             "--config", str(self._sim_config(group.log_dir, options["contacts"])),
         )  # fmt: skip
