@@ -44,12 +44,16 @@ class Message(models.Model):
     kind = models.CharField(
         max_length=16, choices=MessageKind.choices, default=MessageKind.CAMPAIGN
     )
+    # No index of its own: message_campaign_status_idx (campaign, status) leads with it and
+    # serves every lookup by campaign. Each index here is written again whenever a message
+    # changes status (status is indexed, so those updates are never HOT).
     campaign = models.ForeignKey(
         "campaigns.Campaign",
         null=True,
         blank=True,
         on_delete=models.CASCADE,
         related_name="messages",
+        db_index=False,
     )
     contact = models.ForeignKey(
         "campaigns.Contact", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -76,7 +80,9 @@ class Message(models.Model):
     pair_limit_hits = models.PositiveSmallIntegerField(default=0)
     next_attempt_at = models.DateTimeField()
     claimed_at = models.DateTimeField(null=True, blank=True)
-    wamid = models.CharField(max_length=128, null=True, blank=True, unique=True)
+    # Unique by the constraint below, which (unlike unique=True) adds no second,
+    # pattern-ops index for LIKE searches nothing makes.
+    wamid = models.CharField(max_length=128, null=True, blank=True)
     wa_id = models.CharField(max_length=32, blank=True)
     last_error_code = models.IntegerField(null=True, blank=True)
     last_error_title = models.CharField(max_length=500, blank=True)
@@ -113,6 +119,7 @@ class Message(models.Model):
 
     class Meta:
         constraints = [
+            models.UniqueConstraint(fields=("wamid",), name="delivery_message_wamid_key"),
             # A recipient gets a campaign at most once, whatever happens to the launch.
             models.UniqueConstraint(
                 fields=("campaign", "to"),
