@@ -46,6 +46,7 @@ django.setup()
 from django.db import connections, transaction  # noqa: E402
 from django.db.models import Count  # noqa: E402
 from django.utils import timezone  # noqa: E402
+from harness import hot_tables_vacuum  # noqa: E402
 
 from campaigns.models import BusinessAccount, PhoneNumber  # noqa: E402
 from delivery.messages import status_updates_apply  # noqa: E402
@@ -183,6 +184,7 @@ def main() -> None:
         help="profile the batched drain (cProfile) and write its stats to FILE",
     )
     args = parser.parse_args()
+    hot_tables_vacuum()
 
     tag = f"bench{int(time.time())}"
     account = BusinessAccount.objects.create(waba_id=f"{tag}-waba")

@@ -45,8 +45,8 @@ class Message(models.Model):
         max_length=16, choices=MessageKind.choices, default=MessageKind.CAMPAIGN
     )
     # No index of its own: message_campaign_status_idx (campaign, status) leads with it and
-    # serves every lookup by campaign. Each index here is written again whenever a message
-    # changes status (status is indexed, so those updates are never HOT).
+    # serves every lookup by campaign. Every index here is written on each insert and on
+    # each status change (status is indexed, so those updates are never HOT).
     campaign = models.ForeignKey(
         "campaigns.Campaign",
         null=True,

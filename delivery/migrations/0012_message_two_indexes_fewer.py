@@ -6,10 +6,11 @@
 - ``wamid`` with ``varchar_pattern_ops``: Django adds it beside every unique CharField for
   ``LIKE 'prefix%'``; wamids are only ever looked up whole, through the unique index.
 
-A status callback moves ``status``, which is indexed, so none of its updates is HOT: each
-writes a new entry into every index of the table. Without these two, the applier settled
-16,000–17,100 statuses/s where it settled 11,700–14,000/s, run for run on one database
-(bench/webhook_apply.py, 30,000 messages).
+Both were written on every insert, and on every status change (status is indexed, so no
+status update is HOT). Measured with bench/webhook_apply.py (30,000 messages, tables
+vacuumed before each run, three interleaved pairs): 13,468–13,564 statuses/s without them,
+12,463–13,810/s with them, no difference past the noise; the pattern-ops index took
+~8 MB per 100,000 messages. They go because nothing reads them.
 
 Only the indexes are dropped. The unique constraint on ``wamid`` stays as it is, under
 its own name; the model now declares it as a ``UniqueConstraint`` (which adds no
