@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from django.db import connection
 from django.utils import timezone
 
 from campaigns.models import PhoneNumber
@@ -111,3 +112,18 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.01)
+
+
+def inserts_held_by_lock() -> int:
+    """Batch INSERTs into the events table waiting for a lock: committers that hold a batch
+    and are stopped by the ``table_lock`` fixture."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")  # a fresh view on each call
+        cursor.execute(
+            """
+            SELECT count(*) FROM pg_stat_activity
+            WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO webhooks_webhookevent%'
+            """
+        )
+        (count,) = cursor.fetchone()
+    return int(count)

@@ -15,8 +15,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.db import connection
 
-from tests.webhooks.support import URL, fixture_json, meta_bytes, sign, wait_until
+from tests.webhooks.support import (
+    URL,
+    fixture_json,
+    inserts_held_by_lock,
+    meta_bytes,
+    sign,
+    wait_until,
+)
 from webhooks.ingest import GroupCommitter, committer, committer_stop
 from webhooks.models import WebhookEvent, WebhookEventStatus
 from whatsblast.asgi import WebProcess, application
@@ -187,6 +195,12 @@ def test_past_the_admission_limit_posts_are_shed_at_once_and_the_admitted_are_st
     settings.WEBHOOK_RETRY_AFTER_S = 1
     settings.WEBHOOK_COMMITTERS = 1
 
+    def first_held() -> bool:  # in a thread: Django's database calls stay off the loop
+        try:
+            return inserts_held_by_lock() == 1
+        finally:
+            connection.close()
+
     async def flood() -> list[tuple[int, float]]:
         async def one(n: int) -> tuple[int, float]:
             body = body_for(100 + n)
@@ -199,8 +213,7 @@ def test_past_the_admission_limit_posts_are_shed_at_once_and_the_admitted_are_st
         # The first POST's batch is in the committer's hands (held by the lock) before the
         # rest arrive: then exactly three more fit in the queue behind it.
         tasks = [asyncio.create_task(one(0))]
-        await asyncio.sleep(0)
-        while committer().waiting_count():
+        while not (await asyncio.to_thread(first_held) and committer().waiting_count() == 0):
             await asyncio.sleep(0.01)
         tasks += [asyncio.create_task(one(n)) for n in range(1, 20)]
         await asyncio.sleep(0.5)

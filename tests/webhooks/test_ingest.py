@@ -17,7 +17,14 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from tests.webhooks.support import URL, fixture_json, meta_bytes, sign, wait_until
+from tests.webhooks.support import (
+    URL,
+    fixture_json,
+    inserts_held_by_lock,
+    meta_bytes,
+    sign,
+    wait_until,
+)
 from webhooks import ingest
 from webhooks.ingest import GroupCommitter, NotStored, Overloaded, committer_stop
 from webhooks.models import WebhookEvent, WebhookEventStatus
@@ -113,11 +120,12 @@ def test_past_the_admission_limit_a_post_is_refused_at_once(table_lock, new_comm
     committer = new_committer(max_pending=2, wait_s=10, committers=1)
     with ThreadPoolExecutor(max_workers=3) as pool:
         first = pool.submit(committer.store, body=body_for(1), rejected_reason=None)
-        wait_until(lambda: committer.batches_committed == 0 and not committer._waiting)
+        # The first body is in the committer's hands, its INSERT held by the lock.
+        wait_until(lambda: inserts_held_by_lock() == 1 and not committer.waiting_count())
         waiting = [
             pool.submit(committer.store, body=body_for(n), rejected_reason=None) for n in (2, 3)
         ]
-        wait_until(lambda: len(committer._waiting) == 2)
+        wait_until(lambda: committer.waiting_count() == 2)
         started = time.monotonic()
         with pytest.raises(Overloaded):
             committer.store(body=body_for(4), rejected_reason=None)
