@@ -122,7 +122,8 @@ def inserts_held_by_lock() -> int:
         cursor.execute(
             """
             SELECT count(*) FROM pg_stat_activity
-            WHERE wait_event_type = 'Lock' AND query LIKE '%INSERT INTO webhooks_webhookevent%'
+            WHERE datname = current_database() AND wait_event_type = 'Lock'
+              AND query LIKE '%INSERT INTO webhooks_webhookevent%'
             """
         )
         (count,) = cursor.fetchone()
