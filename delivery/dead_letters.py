@@ -217,7 +217,7 @@ def _dispatch(campaign_ids: list[int], transactional_ids: list[int]) -> None:
     # Not through dispatch.transactional_enqueue: its once-per-attempt mark for attempt 0
     # still stands for minutes after the original send, and would swallow this fresh one.
     for message_id in transactional_ids:
-        dispatch.transactional_enqueue_fresh(message_id=message_id)
+        dispatch.transactional_enqueue_again(message_id=message_id, attempt=0)
 
 
 def _ids(dead_letters: Iterable[DeadLetter | int]) -> list[int]:

@@ -109,26 +109,21 @@ def transactional_gave_up(*, message_id: int, attempt: int) -> None:
     get_redis().delete(_queued_mark(message_id, attempt))
 
 
-def transactional_enqueue_fresh(*, message_id: int) -> None:
-    """Queue a transactional send unconditionally: a fresh attempt after a requeue (whose
-    once-per-attempt mark for attempt 0 may still stand). A duplicate job is harmless: the
-    send claims its row first."""
-    queues.enqueue(queues.TRANSACTIONAL_SEND, message_id)
-
-
-# How long after a retry is due the sweep leaves it to RQ's scheduler.
+# How long after a send queued again is due the sweep leaves it to its job.
 RETRY_SCHEDULER_GRACE_S = 5.0
 
 
-def transactional_retry(*, message_id: int, attempt: int, delay_s: float) -> None:
-    """Queue a transactional retry (``attempt`` is the row's attempt now) after ``delay_s``
-    through RQ's scheduler.
+def transactional_enqueue_again(*, message_id: int, attempt: int, delay_s: float = 0.0) -> None:
+    """Queue a transactional send of ``attempt`` (the row's attempt now) again, now or after
+    ``delay_s`` through RQ's scheduler: a retry, or a dead letter requeued.
 
-    The attempt's queued mark is set to run out RETRY_SCHEDULER_GRACE_S after the retry is
-    due, not after the mark's usual five minutes: until then the sweep leaves the retry to
-    the scheduler, and past it the sweep queues the retry itself. A throttled send keeps
-    its attempt, so the mark the first job set would otherwise hold the retry back for
-    five minutes whenever no worker runs a scheduler or Redis lost the scheduled job.
+    The attempt's queued mark is set to run out RETRY_SCHEDULER_GRACE_S after the send is
+    due, not after the mark's usual five minutes: until then the sweep leaves the send to
+    this job, and past it the sweep queues the send itself. A throttled send keeps its
+    attempt, and a requeued dead letter starts again at attempt 0, so the mark the first
+    job set would otherwise hold them back for five minutes whenever no worker runs a
+    scheduler or Redis lost the job. A duplicate job is harmless: the send claims its row
+    first.
     """
     mark_ms = math.ceil((max(0.0, delay_s) + RETRY_SCHEDULER_GRACE_S) * 1000)
     get_redis().set(_queued_mark(message_id, attempt), 1, px=mark_ms)

@@ -89,7 +89,7 @@ def transactional_send(*, message_id: int) -> str:
         adaptive.rate_throttled(bucket=bucket)
     if settlement.status == MessageStatus.PENDING and settlement.next_attempt_at is not None:
         delay = max(timedelta(0), settlement.next_attempt_at - timezone.now())
-        dispatch.transactional_retry(
+        dispatch.transactional_enqueue_again(
             message_id=message_id, attempt=settlement.attempt, delay_s=delay.total_seconds()
         )
     return settlement.status

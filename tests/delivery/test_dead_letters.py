@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import django_rq
@@ -12,6 +13,7 @@ from django.test import override_settings
 from campaigns.models import CampaignStatus
 from delivery.campaigns.launch import campaign_start
 from delivery.dead_letters import dead_letter_discard, dead_letter_request, dead_letter_requeue
+from delivery.engine import dispatch
 from delivery.engine.reconcile import reconcile
 from delivery.models import DeadLetter, Message, MessageKind, SupportAction
 from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
@@ -139,6 +141,33 @@ def test_a_transactional_message_is_queued_on_its_own_queue(agent: Any, on_commi
 
     assert queued("transactional") == 1
     assert Message.objects.get(pk=message.pk).status == "pending"
+
+
+def test_a_requeued_transactional_message_whose_job_is_lost_is_swept_up_soon(
+    agent: Any, on_commit: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The original send's once-per-attempt mark for attempt 0 stands for five minutes; the
+    requeue takes it over for a few seconds only, so a lost job (Redis restarted) does not
+    hold the requeued message for those five minutes."""
+    monkeypatch.setattr(dispatch, "RETRY_SCHEDULER_GRACE_S", 0.5)
+    message = make_message(campaign=make_campaign())
+    Message.objects.filter(pk=message.pk).update(kind=MessageKind.TRANSACTIONAL, campaign=None)
+    with on_commit(execute=True):
+        assert dispatch.transactional_enqueue(message_id=message.pk, attempt=0)  # first send
+    django_rq.get_queue("transactional").empty()
+    letter = dead_letter_for(Message.objects.get(pk=message.pk))
+
+    with on_commit(execute=True):
+        dead_letter_requeue(dead_letters=[letter], user=agent)
+    assert queued("transactional") == 1
+    django_rq.get_queue("transactional").empty()  # the job is lost
+
+    with on_commit(execute=True):
+        assert dispatch.transactional_due_requeue() == 0  # the requeue's job has its time
+    time.sleep(0.6)
+    with on_commit(execute=True):
+        assert dispatch.transactional_due_requeue() == 1
+    assert queued("transactional") == 1
 
 
 def test_discard_needs_a_note_and_leaves_the_message_dead(agent: Any) -> None:
