@@ -125,7 +125,7 @@ def _run(sql: str, args: Any) -> int:
 
 
 def _json_rows(rows: Sequence[Sequence[Any]]) -> str:
-    """Rows as one JSON array for ``json_array_elements``; datetimes in ISO 8601."""
+    """Rows as one JSON array for ``jsonb_array_elements``; datetimes in ISO 8601."""
     return json.dumps(rows, default=_iso, separators=(",", ":"))
 
 
@@ -657,7 +657,11 @@ _FAILS = f"({_ADVANCES} AND u.status = '{S.FAILED}')"
 # One statement per batch, whatever its size: a row per message is ~7x slower (a round trip
 # and a commit each) and would let a late callback race an earlier one. The batch travels
 # as one JSON array of rows: json.dumps builds it in C, where binding thirteen arrays
-# quoted every element in Python (a third of the applier's time).
+# quoted every element in Python (a third of the applier's time). It is read as jsonb:
+# PostgreSQL folds the subquery into the UPDATE, so every `u.status` below is an `r->>1`
+# evaluated where it stands (a dozen times a row), which on json text re-parses the row
+# each time and on jsonb is a lookup: 39 µs a row against 24 µs (12,000 rows, EXPLAIN
+# ANALYZE, same machine).
 # - The status moves only forward: rank(new) > rank(current). Rank is NULL for final states
 #   (dead, skipped), and NULL > x is never true, so they are not touched.
 # - Timestamps, the wamid and the billing fields only fill blanks, so a late `delivered`
@@ -697,7 +701,7 @@ FROM (
            (r->>7)::integer AS error_code, r->>8 AS error_title, r->>9 AS error_details,
            r->>10 AS conversation_id, r->>11 AS pricing_category, (r->>12)::boolean AS billable,
            r->>13 AS pricing_model, r->>14 AS pricing_type
-    FROM json_array_elements(%s::json) AS j(r)
+    FROM jsonb_array_elements(%s::jsonb) AS j(r)
 ) AS u
 WHERE m.id = u.id
   AND {_RANK_OLD} IS NOT NULL
