@@ -16,6 +16,7 @@ import atexit
 import os
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 import redis
@@ -27,7 +28,12 @@ DATABASE_NAME = "whatsblast"
 
 def postgres_url(data_dir: Path) -> str:
     """Start (or reuse) the embedded PostgreSQL; return a URL for the project database."""
-    import pgserver  # heavy import, only when the embedded server is wanted
+    with warnings.catch_warnings():
+        # pgserver keeps its lock file in the user's runtime directory; where XDG_RUNTIME_DIR
+        # is unset (containers, CI) platformdirs falls back to /tmp/runtime-<uid>, which
+        # serves, and warns about it on every command.
+        warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+        import pgserver  # heavy import, only when the embedded server is wanted
 
     pgdata = (data_dir / PG_DIRNAME).resolve()
     pgdata.mkdir(parents=True, exist_ok=True)
