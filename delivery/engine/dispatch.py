@@ -110,14 +110,14 @@ def transactional_gave_up(*, message_id: int, attempt: int) -> None:
 
 
 # How long after a send queued again is due the sweep leaves it to its job.
-RETRY_SCHEDULER_GRACE_S = 5.0
+ENQUEUE_AGAIN_GRACE_S = 5.0
 
 
 def transactional_enqueue_again(*, message_id: int, attempt: int, delay_s: float = 0.0) -> None:
     """Queue a transactional send of ``attempt`` (the row's attempt now) again, now or after
     ``delay_s`` through RQ's scheduler: a retry, or a dead letter requeued.
 
-    The attempt's queued mark is set to run out RETRY_SCHEDULER_GRACE_S after the send is
+    The attempt's queued mark is set to run out ENQUEUE_AGAIN_GRACE_S after the send is
     due, not after the mark's usual five minutes: until then the sweep leaves the send to
     this job, and past it the sweep queues the send itself. A throttled send keeps its
     attempt, and a requeued dead letter starts again at attempt 0, so the mark the first
@@ -125,7 +125,7 @@ def transactional_enqueue_again(*, message_id: int, attempt: int, delay_s: float
     scheduler or Redis lost the job. A duplicate job is harmless: the send claims its row
     first.
     """
-    mark_ms = math.ceil((max(0.0, delay_s) + RETRY_SCHEDULER_GRACE_S) * 1000)
+    mark_ms = math.ceil((max(0.0, delay_s) + ENQUEUE_AGAIN_GRACE_S) * 1000)
     get_redis().set(_queued_mark(message_id, attempt), 1, px=mark_ms)
     if delay_s > 0:
         queues.enqueue(queues.TRANSACTIONAL_SEND, message_id, delay=timedelta(seconds=delay_s))

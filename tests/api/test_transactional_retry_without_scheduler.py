@@ -23,7 +23,7 @@ GRACE_S = 1.0
 def test_a_throttled_otp_is_swept_up_when_no_scheduler_moves_its_retry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(dispatch, "RETRY_SCHEDULER_GRACE_S", GRACE_S)
+    monkeypatch.setattr(dispatch, "ENQUEUE_AGAIN_GRACE_S", GRACE_S)
     with running_simulator(latency_ms=5) as sim:
         number, api = otp_sender(sim)
         body = template_body(number, params={"body": ["424242"]})

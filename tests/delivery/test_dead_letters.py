@@ -149,7 +149,7 @@ def test_a_requeued_transactional_message_whose_job_is_lost_is_swept_up_soon(
     """The original send's once-per-attempt mark for attempt 0 stands for five minutes; the
     requeue takes it over for a few seconds only, so a lost job (Redis restarted) does not
     hold the requeued message for those five minutes."""
-    monkeypatch.setattr(dispatch, "RETRY_SCHEDULER_GRACE_S", 0.5)
+    monkeypatch.setattr(dispatch, "ENQUEUE_AGAIN_GRACE_S", 0.5)
     message = make_message(campaign=make_campaign())
     Message.objects.filter(pk=message.pk).update(kind=MessageKind.TRANSACTIONAL, campaign=None)
     with on_commit(execute=True):

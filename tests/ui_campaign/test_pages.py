@@ -15,7 +15,14 @@ from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, TemplateStatus
 from tests.engine_support import work_burst
-from tests.factories import make_campaign, make_contact, make_message, make_template
+from tests.factories import (
+    make_account,
+    make_campaign,
+    make_contact,
+    make_message,
+    make_phone_number,
+    make_template,
+)
 from tests.ui_campaign.conftest import MAPPING
 from webhooks.models import InboundMessage
 
@@ -113,6 +120,28 @@ def test_a_draft_opens_in_the_form_and_saves_changes(marketer: Client, setup) ->
     assert response.status_code == 302
     campaign.refresh_from_db()
     assert campaign.name == "Renamed"
+
+
+def test_a_marketer_sets_the_pool_and_the_share_and_a_pool_keeps_to_one_account(
+    marketer: Client, setup
+) -> None:
+    number = setup["number"]
+    same_account = make_phone_number(account=number.account)
+    other_account = make_phone_number(account=make_account())
+    refused = marketer.post(
+        url("add"), form_data(setup, pool_numbers=[other_account.pk], share_weight=3)
+    )
+    assert refused.status_code == 200
+    assert "choose numbers of the same account" in refused.content.decode()
+    assert not Campaign.objects.exists()
+
+    saved = marketer.post(
+        url("add"), form_data(setup, pool_numbers=[same_account.pk], share_weight=3)
+    )
+    assert saved.status_code == 302
+    campaign = Campaign.objects.get()
+    assert campaign.share_weight == 3
+    assert list(campaign.pool_numbers.all()) == [same_account]
 
 
 def preview(client: Client, setup, mapping: Any, lists: bool = True) -> dict[str, Any]:
