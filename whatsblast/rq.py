@@ -50,6 +50,25 @@ class _DjangoJobs:
         finally:
             service_stop()
 
+    def unsubscribe(self) -> None:
+        """Stop listening for commands without waiting out the listener's minute-long sleep.
+
+        RQ unsubscribes first, so that Redis's reply wakes the listening thread, and then
+        stops it. When the thread handles the reply before the stop, its running flag is
+        still set: it goes back to wait, up to its whole sleep time (60 s), for a new
+        subscription, and redis-py 8.2's ``stop()`` now joins it. Every worker exit (a
+        deploy's warm shutdown, a burst) then took up to a minute, long enough for the
+        results of the jobs just run (RQ_RESULT_TTL_SECONDS) to expire meanwhile. Tripping
+        the flag before the unsubscribe leaves the thread nothing to go back to.
+        """
+        listener = self.pubsub_thread  # type: ignore[attr-defined]
+        if listener is not None:
+            try:
+                listener.stop(timeout=0)  # redis-py >= 8.2: trip the flag, do not wait
+            except TypeError:
+                listener.stop()  # earlier: stop() only trips the flag
+        super().unsubscribe()  # type: ignore[misc]
+
     def execute_job(self, job: Any, queue: Any) -> Any:
         close_old_connections()
         try:
