@@ -18,14 +18,19 @@ lease). ``ForkingWorker`` remains for deployments that prefer a horse per job.
 from __future__ import annotations
 
 import gc
+import inspect
 from typing import Any
 
 import rq
 from django.db import close_old_connections
+from redis.client import PubSubWorkerThread
 from rq.serializers import JSONSerializer
 
 from delivery.engine.send_service import service_start, service_stop
 from whatsblast.core.service_versions import redis_version_check
+
+# redis-py 8.2's PubSubWorkerThread.stop() joins the thread unless given a timeout.
+_LISTENER_STOP_JOINS = "timeout" in inspect.signature(PubSubWorkerThread.stop).parameters
 
 
 class _DjangoJobs:
@@ -63,10 +68,10 @@ class _DjangoJobs:
         """
         listener = self.pubsub_thread  # type: ignore[attr-defined]
         if listener is not None:
-            try:
-                listener.stop(timeout=0)  # redis-py >= 8.2: trip the flag, do not wait
-            except TypeError:
-                listener.stop()  # earlier: stop() only trips the flag
+            if _LISTENER_STOP_JOINS:
+                listener.stop(timeout=0)  # trip the flag, do not wait
+            else:
+                listener.stop()  # before redis-py 8.2, stop() only trips the flag
         super().unsubscribe()  # type: ignore[misc]
 
     def execute_job(self, job: Any, queue: Any) -> Any:
