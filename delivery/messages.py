@@ -220,7 +220,7 @@ UPDATE delivery_message AS m
           FROM delivery_message
          WHERE campaign_id = %(campaign_id)s
            AND (%(phone_number_id)s::bigint IS NULL OR phone_number_id = %(phone_number_id)s)
-           AND status = '{S.PENDING}'
+           AND send_status = '{S.PENDING}'
            AND next_attempt_at <= now()
          ORDER BY next_attempt_at
          LIMIT %(limit)s
@@ -240,7 +240,7 @@ RETURNING id, "to", params, attempt, pair_limit_hits, contact_id
 # The partial index message_pending_txn_idx holds only pending transactional rows.
 _DUE_TRANSACTIONAL_SQL = f"""
 SELECT id, attempt FROM delivery_message
- WHERE kind = '{MessageKind.TRANSACTIONAL}' AND status = '{S.PENDING}'
+ WHERE kind = '{MessageKind.TRANSACTIONAL}' AND send_status = '{S.PENDING}'
    AND next_attempt_at <= now()
  ORDER BY next_attempt_at
  LIMIT %(limit)s
@@ -445,7 +445,7 @@ _EXPIRE_LEASES_SQL = f"""
 UPDATE delivery_message
    SET status = '{S.UNKNOWN}', claimed_at = now(),
        error_history = error_history || jsonb_build_array(%(entry)s::jsonb)
- WHERE status = '{S.SENDING}' AND claimed_at < now() - make_interval(secs => %(lease)s)
+ WHERE send_status = '{S.SENDING}' AND claimed_at < now() - make_interval(secs => %(lease)s)
 RETURNING id
 """  # noqa: S608
 
@@ -459,7 +459,8 @@ WITH doubtful AS (
              AS verdict
       FROM delivery_message m
       LEFT JOIN campaigns_campaign c ON c.id = m.campaign_id
-     WHERE m.status = '{S.UNKNOWN}' AND m.claimed_at < now() - make_interval(secs => %(window)s)
+     WHERE m.send_status = '{S.UNKNOWN}'
+       AND m.claimed_at < now() - make_interval(secs => %(window)s)
      FOR UPDATE OF m SKIP LOCKED
 )
 UPDATE delivery_message AS m
@@ -493,7 +494,7 @@ def unknown_settle(*, window_s: float) -> tuple[int, int]:
 
 _CANCEL_SQL = f"""
 UPDATE delivery_message SET status = '{S.CANCELLED}'
- WHERE campaign_id = %s AND status = '{S.PENDING}'
+ WHERE campaign_id = %s AND send_status = '{S.PENDING}'
 """  # noqa: S608
 
 
@@ -507,11 +508,11 @@ def campaign_pending_cancel(*, campaign_id: int) -> int:
 
 # A fresh attempt for failed rows whose failure another attempt can fix: attempt counters
 # back to zero, the last send's identity and times cleared (its wamid, so the new send
-# records its own), the history kept and extended. The (campaign, status) index finds the
-# failed rows; the contact check drops anyone who opted out since. 131049 waits out
+# records its own), the history kept and extended. The (campaign, send_status) index finds
+# the failed rows; the contact check drops anyone who opted out since. 131049 waits out
 # Meta's 24 h from its failure.
 _RETRYABLE_WHERE = f"""
- WHERE m.campaign_id = %(campaign_id)s AND m.status = '{S.FAILED}'
+ WHERE m.campaign_id = %(campaign_id)s AND m.send_status = '{S.FAILED}'
    AND (m.last_error_code IS NULL OR m.last_error_code = ANY(%(codes)s))
    AND NOT EXISTS (SELECT 1 FROM campaigns_contact c
                     WHERE c.id = m.contact_id AND c.opted_out_at IS NOT NULL)
@@ -565,7 +566,7 @@ _HELD_RELEASE_SQL = f"""
 UPDATE delivery_message AS m
    SET next_attempt_at = now()
  WHERE m.id IN (SELECT id FROM delivery_message
-                 WHERE campaign_id = %(id)s AND status = '{S.PENDING}'
+                 WHERE campaign_id = %(id)s AND send_status = '{S.PENDING}'
                    AND next_attempt_at >= %(hold)s
                  LIMIT %(limit)s
                    FOR UPDATE SKIP LOCKED)

@@ -149,25 +149,25 @@ class CanaryTally:
 
 # While a canary is testing only canary rows have left `pending`, so the per-status counts
 # are the canary's; pending rows split into canary (due before HOLD_AT) and held. Each
-# count walks an index: (campaign, status) for the statuses, the partial pending index
+# count walks an index: (campaign, send_status) for the statuses, the partial pending index
 # (campaign, next_attempt_at) for the two pending ranges.
 _TALLY_SQL = """
 SELECT
   (SELECT count(*) FROM delivery_message
-    WHERE campaign_id = %(id)s AND status = 'pending' AND next_attempt_at < %(hold)s),
+    WHERE campaign_id = %(id)s AND send_status = 'pending' AND next_attempt_at < %(hold)s),
   (SELECT count(*) FROM delivery_message
-    WHERE campaign_id = %(id)s AND status = 'pending' AND next_attempt_at >= %(hold)s),
+    WHERE campaign_id = %(id)s AND send_status = 'pending' AND next_attempt_at >= %(hold)s),
   s.open, s.sent, s.failed, s.unreported, s.last_unreported_at
 FROM (
-  SELECT count(*) FILTER (WHERE status IN ('sending', 'unknown')) AS open,
-         count(*) FILTER (WHERE status IN ('sent', 'delivered', 'read', 'failed', 'dead'))
-           AS sent,
-         count(*) FILTER (WHERE status IN ('failed', 'dead')) AS failed,
+  SELECT count(*) FILTER (WHERE send_status IN ('sending', 'unknown')) AS open,
+         count(*) FILTER (WHERE send_status IN ('sent', 'failed', 'dead')) AS sent,
+         count(*) FILTER (WHERE send_status IN ('failed', 'dead')) AS failed,
+         -- No receipt yet: only `status` tells sent from delivered or read.
          count(*) FILTER (WHERE status = 'sent') AS unreported,
          max(sent_at) FILTER (WHERE status = 'sent') AS last_unreported_at
     FROM delivery_message
    WHERE campaign_id = %(id)s
-     AND status IN ('sending', 'unknown', 'sent', 'delivered', 'read', 'failed', 'dead')
+     AND send_status IN ('sending', 'unknown', 'sent', 'failed', 'dead')
 ) AS s
 """
 
@@ -175,7 +175,7 @@ FROM (
 _TOP_FAILURES_SQL = """
 SELECT last_error_code, max(last_error_title), count(*)
   FROM delivery_message
- WHERE campaign_id = %s AND status IN ('failed', 'dead')
+ WHERE campaign_id = %s AND send_status IN ('failed', 'dead')
  GROUP BY last_error_code
  ORDER BY count(*) DESC
  LIMIT 3

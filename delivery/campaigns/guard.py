@@ -48,7 +48,7 @@ SELECT count(*),
   FROM (SELECT m.contact_id, m.status, m.last_error_code, m.created_at
           FROM delivery_message AS m
          WHERE m.campaign_id = %(campaign_id)s
-           AND m.status IN ('{S.SENT}', '{S.DELIVERED}', '{S.READ}', '{S.FAILED}')
+           AND m.send_status IN ('{S.SENT}', '{S.FAILED}')
            AND (%(since)s::timestamptz IS NULL
                 OR coalesce(m.sent_at, m.failed_at, m.created_at) >= %(since)s)
          ORDER BY m.id DESC

@@ -212,9 +212,9 @@ def _summary(campaign: Campaign, *, already_started: bool, now: datetime) -> Lau
     windowed = campaign.window_start is not None
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*), count(*) FILTER (WHERE status = 'pending'), "
-            "count(*) FILTER (WHERE status = 'skipped'), "
-            "count(*) FILTER (WHERE %s AND status = 'pending' AND next_attempt_at > %s) "
+            "SELECT count(*), count(*) FILTER (WHERE send_status = 'pending'), "
+            "count(*) FILTER (WHERE send_status = 'skipped'), "
+            "count(*) FILTER (WHERE %s AND send_status = 'pending' AND next_attempt_at > %s) "
             "FROM delivery_message WHERE campaign_id = %s",
             [windowed, now, campaign.pk],
         )

@@ -52,7 +52,7 @@ _ESTIMATE_PENDING_SQL = f"""
 SELECT count(*), sum(rc.price), count(*) FILTER (WHERE rc.price IS NULL), max(rc.currency)
   FROM delivery_message AS m
   {_PRICE_JOIN.format(category="%(category)s")}
- WHERE m.campaign_id = %(campaign_id)s AND m.status = '{S.PENDING}'
+ WHERE m.campaign_id = %(campaign_id)s AND m.send_status = '{S.PENDING}'
 """  # noqa: S608 - constants only
 
 _ESTIMATE_DRAFT_SQL = f"""

@@ -56,7 +56,7 @@ class CampaignProgress:
 def campaign_progress(*, campaign: Campaign) -> CampaignProgress:
     """Message counts by status, send rate over the last minute and the time left at that rate.
 
-    One aggregate query over the campaign's messages (the (campaign, status) index), with a
+    One aggregate query over the campaign's messages (the campaign index), with a
     filtered count per status. The rate counts messages Meta accepted (``sent_at``) in the
     last minute; the ETA is the open messages at that rate, ``None`` while nothing is moving.
     """
@@ -142,11 +142,11 @@ def campaign_funnel(*, counts: dict[str, int]) -> list[dict[str, Any]]:
 def campaign_failures(*, campaign: Campaign) -> list[FailureGroup]:
     """Failed and dead messages by error code, with Meta's title, most frequent first.
 
-    The (campaign, status) index reads only the failed and dead rows.
+    The (campaign, send_status) index reads only the failed and dead rows.
     """
     rows = (
         Message.objects.filter(
-            campaign=campaign, status__in=(MessageStatus.FAILED, MessageStatus.DEAD)
+            campaign=campaign, send_status__in=(MessageStatus.FAILED, MessageStatus.DEAD)
         )
         .values("status", "last_error_code")
         .annotate(count=Count("id"), title=Max("last_error_title"))
@@ -158,7 +158,7 @@ def campaign_failures(*, campaign: Campaign) -> list[FailureGroup]:
 
 
 # Messages Meta accepted per bucket. No index covers sent_at: the campaign's rows come
-# from the (campaign, status) index, so the cost grows with the campaign (about 0.1 s per
+# from the (campaign, send_status) index, so the cost grows with the campaign (about 0.1 s per
 # 100k sent rows); the page caches the whole answer for a poll interval.
 _SERIES_SQL = """
 SELECT floor(extract(epoch FROM sent_at) / %(bucket)s)::bigint AS b, count(*)

@@ -109,7 +109,7 @@ SELECT {zone} AS zone, count(*)
   FROM delivery_message AS m
   LEFT JOIN campaigns_contact AS c ON c.id = m.contact_id
   {joins}
- WHERE m.campaign_id = %(campaign_id)s AND m.status IN ('pending', 'sending', 'unknown')
+ WHERE m.campaign_id = %(campaign_id)s AND m.send_status IN ('pending', 'sending', 'unknown')
  GROUP BY 1
 """
 

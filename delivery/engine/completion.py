@@ -20,7 +20,7 @@ UPDATE campaigns_campaign AS c
    AND (%(campaign_id)s::bigint IS NULL OR c.id = %(campaign_id)s)
    AND NOT EXISTS (SELECT 1 FROM delivery_message m
                     WHERE m.campaign_id = c.id
-                      AND m.status IN ({", ".join(f"'{s}'" for s in OPEN_STATUSES)}))
+                      AND m.send_status IN ({", ".join(f"'{s}'" for s in OPEN_STATUSES)}))
 RETURNING c.id
 """  # noqa: S608 - built from constants
 

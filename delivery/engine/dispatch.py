@@ -151,7 +151,8 @@ SELECT n.id FROM campaigns_phonenumber n
                        WHERE p.campaign_id = c.id AND p.phonenumber_id = n.id))
       AND EXISTS (SELECT 1 FROM delivery_message m
                    WHERE m.campaign_id = c.id AND m.phone_number_id = n.id
-                     AND m.status = '{MessageStatus.PENDING}' AND m.next_attempt_at <= now()))
+                     AND m.send_status = '{MessageStatus.PENDING}'
+                     AND m.next_attempt_at <= now()))
 """  # noqa: S608 - built from constants
 
 

@@ -24,9 +24,9 @@ STATEMENT_TIMEOUT_MS = 2000
 _CAMPAIGNS_SQL = """
 SELECT c.id, p.phone_number_id,
        (SELECT count(*) FROM delivery_message m
-         WHERE m.campaign_id = c.id AND m.status = 'pending') AS pending,
+         WHERE m.campaign_id = c.id AND m.send_status = 'pending') AS pending,
        (SELECT extract(epoch FROM now() - min(m.next_attempt_at)) FROM delivery_message m
-         WHERE m.campaign_id = c.id AND m.status = 'pending'
+         WHERE m.campaign_id = c.id AND m.send_status = 'pending'
            AND m.next_attempt_at <= now()) AS oldest_due_age
   FROM campaigns_campaign c
   JOIN campaigns_phonenumber p ON p.id = c.phone_number_id
@@ -39,20 +39,20 @@ _TRANSACTIONAL_SQL = """
 SELECT count(*),
        extract(epoch FROM now() - min(next_attempt_at) FILTER (WHERE next_attempt_at <= now()))
   FROM delivery_message
- WHERE kind = 'transactional' AND status = 'pending'
+ WHERE kind = 'transactional' AND send_status = 'pending'
 """
 
 # Rows in doubt, from message_in_doubt_idx. "Stuck" means past the point where the
 # reconciler should have moved it: a `sending` row past its lease, an `unknown` row past
 # the evidence window. A growing stuck count means the maintenance tick is not running.
 _IN_DOUBT_SQL = """
-SELECT status, count(*),
+SELECT send_status, count(*),
        count(*) FILTER (WHERE claimed_at < now() - make_interval(secs =>
-           CASE WHEN status = 'sending' THEN %(lease)s ELSE %(settle)s END)),
+           CASE WHEN send_status = 'sending' THEN %(lease)s ELSE %(settle)s END)),
        coalesce(extract(epoch FROM now() - min(claimed_at)), 0)
   FROM delivery_message
- WHERE status IN ('sending', 'unknown')
- GROUP BY status
+ WHERE send_status IN ('sending', 'unknown')
+ GROUP BY send_status
 """
 
 # Open dead letters per number (deadletter_status_idx leads with status).
