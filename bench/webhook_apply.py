@@ -1,9 +1,13 @@
 """Statuses/s the webhook applier settles: batched (the real applier) vs one row at a time.
 
-Inserts ``--messages`` N messages (in `sending`, with wamids) and N×3 statuses (sent,
-delivered, read for each, shuffled so reads often come before delivered) stored as events
-of ``--per-event`` statuses, the shape Meta batches in. Half the statuses carry our callback
-data, half only the wamid. Then:
+Inserts ``--messages`` N messages (with wamids) and N×3 statuses (sent, delivered, read for
+each, shuffled so reads often come before delivered) stored as events of ``--per-event``
+statuses, the shape Meta batches in. Half the statuses carry our callback data, half only
+the wamid. ``--start sent`` leaves the rows as the engine's settlement does once Meta has
+accepted the send (`sent`, ``sent_at`` set), which is how nearly every callback finds
+them; ``--start sending`` (the default, as every figure before 5 Dec 2026 was taken) as if
+every callback raced the settlement. ``--pricing`` puts Meta's ``pricing`` object on each
+`sent` and on the `delivered` status, as v24 sends it (docs: cloud-api.md 5.1). Then:
 
 - batched: ``webhooks.applier.events_drain`` (SKIP LOCKED batches, one guarded
   ``UPDATE … FROM unnest`` per batch), timed end to end including parsing; with
@@ -43,7 +47,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "whatsblast.settings")
 os.environ.setdefault("SECRET_KEY", "bench-only-secret-key")
 django.setup()
 
-from django.db import connections, transaction  # noqa: E402
+from django.db import connection, connections, transaction  # noqa: E402
 from django.db.models import Count  # noqa: E402
 from django.utils import timezone  # noqa: E402
 from harness import hot_tables_vacuum  # noqa: E402
@@ -59,17 +63,18 @@ from webhooks.statuses import statuses_reduce, statuses_resolve  # noqa: E402
 KINDS = ("sent", "delivered", "read")
 
 
-def messages_insert(number: PhoneNumber, count: int, tag: str) -> list[int]:
-    """N messages in `sending`, with wamids, as the sender leaves them."""
+def messages_insert(number: PhoneNumber, count: int, tag: str, start: str) -> list[int]:
+    """N messages in ``start`` (`sending` or `sent`), with wamids."""
     now = timezone.now()
     rows = [
         Message(
             phone_number=number,
             to=f"+1555{n:07d}",
-            status="sending",
+            status=start,
             attempt=1,
             next_attempt_at=now,
             claimed_at=now,
+            sent_at=now if start == "sent" else None,
             wamid=f"wamid.{tag}.{n}",
         )
         for n in range(1, count + 1)
@@ -85,7 +90,12 @@ def events_insert(bodies: list[bytes]) -> None:
     )
 
 
-def events_build(ids: list[int], tag: str, per_event: int, seed: int) -> list[bytes]:
+PRICING = {"billable": True, "pricing_model": "PMP", "type": "regular", "category": "marketing"}
+
+
+def events_build(
+    ids: list[int], tag: str, per_event: int, seed: int, *, pricing: bool = False
+) -> list[bytes]:
     rng = random.Random(seed)
     items = []
     for n, message_id in enumerate(ids, start=1):
@@ -99,6 +109,8 @@ def events_build(ids: list[int], tag: str, per_event: int, seed: int) -> list[by
             }
             if n % 2:
                 item["biz_opaque_callback_data"] = f"wb:{message_id}"
+            if pricing and kind != "read":
+                item["pricing"] = PRICING
             items.append(item)
     rng.shuffle(items)
     bodies = []
@@ -123,6 +135,19 @@ def events_build(ids: list[int], tag: str, per_event: int, seed: int) -> list[by
         }
         bodies.append(json.dumps(payload, separators=(",", ":")).encode())
     return bodies
+
+
+def message_updates() -> tuple[int, int]:
+    """delivery_message's (updates, HOT updates) so far, this backend's own flushed first
+    (pending statistics reach the views only when a backend goes idle)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+        cursor.execute(
+            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables"
+            " WHERE relname = 'delivery_message'"
+        )
+        updates, hot = cursor.fetchone()
+    return int(updates), int(hot)
 
 
 def one_row_at_a_time(bodies: list[bytes]) -> tuple[int, float]:
@@ -176,6 +201,15 @@ def main() -> None:
         default=1,
         help="drains running at once, each in its own process (as RQ workers run them)",
     )
+    parser.add_argument(
+        "--start",
+        choices=("sending", "sent"),
+        default="sending",
+        help="the rows' status when the callbacks arrive (sent: settled by the engine first)",
+    )
+    parser.add_argument(
+        "--pricing", action="store_true", help="Meta's pricing on sent and delivered"
+    )
     parser.add_argument("--baseline-fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
@@ -196,12 +230,13 @@ def main() -> None:
     )
     first_event = WebhookEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
     try:
-        ids = messages_insert(number, args.messages, tag)
-        bodies = events_build(ids, tag, args.per_event, args.seed)
+        ids = messages_insert(number, args.messages, tag, args.start)
+        bodies = events_build(ids, tag, args.per_event, args.seed, pricing=args.pricing)
         statuses = 3 * len(ids)
         events_insert(bodies)
 
         profiler = cProfile.Profile() if args.profile else None
+        updates_before = message_updates()
         started = time.perf_counter()
         if args.appliers > 1:
             updated = drains_in_parallel(args.appliers, args.batch_events)
@@ -214,6 +249,10 @@ def main() -> None:
                 profiler.disable()
                 profiler.dump_stats(args.profile)
         batched_s = time.perf_counter() - started
+        updates_after = message_updates()
+        updates = updates_after[0] - updates_before[0]
+        hot = updates_after[1] - updates_before[1]
+        hot_fraction = round(hot / updates, 3) if updates else None
         counts = dict(
             WebhookEvent.objects.filter(id__gt=first_event)
             .values_list("status")
@@ -221,8 +260,17 @@ def main() -> None:
         )
         final = dict(number.messages.values_list("status").annotate(n=Count("id")))
 
-        # The baseline on fresh rows: back to `sending`, timestamps cleared.
-        number.messages.update(status="sending", sent_at=None, delivered_at=None, read_at=None)
+        # The baseline on fresh rows: back to the start, receipts and pricing cleared.
+        number.messages.update(
+            status=args.start,
+            sent_at=timezone.now() if args.start == "sent" else None,
+            delivered_at=None,
+            read_at=None,
+            pricing_category="",
+            billable=None,
+            pricing_model="",
+            pricing_type="",
+        )
         sample = bodies[: max(1, int(len(bodies) * args.baseline_fraction))]
         one_row_count, one_row_s = one_row_at_a_time(sample)
 
@@ -235,6 +283,9 @@ def main() -> None:
                     "statuses": statuses,
                     "events": len(bodies),
                     "statuses_per_event": args.per_event,
+                    "start": args.start,
+                    "pricing": args.pricing,
+                    "hot_updates": hot_fraction,
                     "batched": {
                         "seconds": round(batched_s, 3),
                         "statuses_per_s": round(batched_rate),
