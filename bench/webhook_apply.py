@@ -5,9 +5,10 @@ each, shuffled so reads often come before delivered) stored as events of ``--per
 statuses, the shape Meta batches in. Half the statuses carry our callback data, half only
 the wamid. ``--start sent`` leaves the rows as the engine's settlement does once Meta has
 accepted the send (`sent`, ``sent_at`` set), which is how nearly every callback finds
-them; ``--start sending`` (the default, as every figure before 5 Dec 2026 was taken) as if
-every callback raced the settlement. ``--pricing`` puts Meta's ``pricing`` object on each
-`sent` and on the `delivered` status, as v24 sends it (docs: cloud-api.md 5.1). Then:
+them; ``--start sending`` (the default, as every figure before 4 Dec 2026, evening, was
+taken) as if every callback raced the settlement. ``--pricing`` puts Meta's ``pricing``
+object on each `sent` and on the `delivered` status, as v24 sends it (cloud-api.md 5.1).
+The report gives the share of the drain's row updates that were HOT. Then:
 
 - batched: ``webhooks.applier.events_drain`` (SKIP LOCKED batches, one guarded
   ``UPDATE … FROM unnest`` per batch), timed end to end including parsing; with
