@@ -79,6 +79,16 @@ class Child:
         return "\n".join(text.splitlines()[-lines:])
 
 
+class ChildExited(RuntimeError):
+    """A child of a group ended while the group still needed it."""
+
+    def __init__(self, child: Child) -> None:
+        self.child = child
+        super().__init__(
+            f"{child.name} exited with {child.process.returncode}:\n{child.log_tail()}"
+        )
+
+
 @dataclass
 class ProcessGroup:
     """A set of children started together and stopped together."""
@@ -113,9 +123,7 @@ class ProcessGroup:
     def check(self) -> None:
         for child in self.children:
             if not child.alive():
-                raise RuntimeError(
-                    f"{child.name} exited with {child.process.returncode}:\n{child.log_tail()}"
-                )
+                raise ChildExited(child)
 
     def kill(self, child: Child, sig: int = signal.SIGKILL) -> None:
         """Signal the child's whole process group (an RQ worker and its work horse)."""

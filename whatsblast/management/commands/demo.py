@@ -30,7 +30,13 @@ from campaigns.models import BusinessAccount, Campaign, PhoneNumber, Template
 from delivery.campaigns.launch import campaign_start
 from delivery.campaigns.progress import campaign_progress, outcome_counts, recent_rate
 from whatsblast.auth.roles import MARKETING, SUPPORT, role_grant, roles_sync
-from whatsblast.core.processes import ProcessGroup, port_is_free, service_environment, wait_for_http
+from whatsblast.core.processes import (
+    ChildExited,
+    ProcessGroup,
+    port_is_free,
+    service_environment,
+    wait_for_http,
+)
 
 DEMO_NUMBER_ID = "100000000000001"
 DEMO_TOKEN = "demo-access-token"  # noqa: S105 - the simulator's token, not a real one
@@ -42,6 +48,14 @@ DEMO_LIST = "demo customers"
 DEMO_UNDELIVERABLE = (7, 301, 1502, 4003)  # 131026 Message undeliverable
 DEMO_DEAD = (11, 911, 2024)  # 131000 Something went wrong: retried, then dead-lettered
 DEMO_ROLE_USERS = (("marketer", MARKETING), ("support", SUPPORT))
+
+
+def child_exit_error(exc: ChildExited, group: ProcessGroup) -> CommandError:
+    """A demo process that ended, as the command's error: which one, its exit code and its
+    log's last lines are the whole story, so no traceback is printed under them."""
+    return CommandError(
+        f"{exc}\n(the demo stops when one of its processes ends; logs: {group.log_dir})"
+    )
 
 
 class Command(BaseCommand):
@@ -97,6 +111,8 @@ class Command(BaseCommand):
             while not stop():
                 group.check()
                 time.sleep(0.5)
+        except ChildExited as exc:
+            raise child_exit_error(exc, group) from None
         finally:
             group.stop()
 
