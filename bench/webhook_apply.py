@@ -8,7 +8,10 @@ accepted the send (`sent`, ``sent_at`` set), which is how nearly every callback 
 them; ``--start sending`` (the default, as every figure before 4 Dec 2026, evening, was
 taken) as if every callback raced the settlement. ``--pricing`` puts Meta's ``pricing``
 object on each `sent` and on the `delivered` status, as v24 sends it (cloud-api.md 5.1).
-The report gives the share of the drain's row updates that were HOT. Then:
+``--sends-per-second`` stamps the messages as a campaign at that rate would be stamped (Meta
+stamps whole seconds; the default, 1, gives every message a second of its own, as every
+figure before 4 Dec 2026, evening). The report gives the share of the drain's row updates
+that were HOT. Then:
 
 - batched: ``webhooks.applier.events_drain`` (SKIP LOCKED batches, one guarded
   ``UPDATE … FROM unnest`` per batch), timed end to end including parsing; with
@@ -95,12 +98,18 @@ PRICING = {"billable": True, "pricing_model": "PMP", "type": "regular", "categor
 
 
 def events_build(
-    ids: list[int], tag: str, per_event: int, seed: int, *, pricing: bool = False
+    ids: list[int],
+    tag: str,
+    per_event: int,
+    seed: int,
+    *,
+    pricing: bool = False,
+    sends_per_second: int = 1,
 ) -> list[bytes]:
     rng = random.Random(seed)
     items = []
     for n, message_id in enumerate(ids, start=1):
-        base = 1_750_000_000 + n
+        base = 1_750_000_000 + n // sends_per_second
         for offset, kind in enumerate(KINDS):
             item = {
                 "id": f"wamid.{tag}.{n}",
@@ -211,6 +220,12 @@ def main() -> None:
     parser.add_argument(
         "--pricing", action="store_true", help="Meta's pricing on sent and delivered"
     )
+    parser.add_argument(
+        "--sends-per-second",
+        type=int,
+        default=1,
+        help="messages sent per second of Meta's timestamps (its statuses share that second)",
+    )
     parser.add_argument("--baseline-fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument(
@@ -232,7 +247,14 @@ def main() -> None:
     first_event = WebhookEvent.objects.order_by("-id").values_list("id", flat=True).first() or 0
     try:
         ids = messages_insert(number, args.messages, tag, args.start)
-        bodies = events_build(ids, tag, args.per_event, args.seed, pricing=args.pricing)
+        bodies = events_build(
+            ids,
+            tag,
+            args.per_event,
+            args.seed,
+            pricing=args.pricing,
+            sends_per_second=args.sends_per_second,
+        )
         statuses = 3 * len(ids)
         events_insert(bodies)
 
@@ -286,6 +308,7 @@ def main() -> None:
                     "statuses_per_event": args.per_event,
                     "start": args.start,
                     "pricing": args.pricing,
+                    "sends_per_second": args.sends_per_second,
                     "hot_updates": hot_fraction,
                     "batched": {
                         "seconds": round(batched_s, 3),

@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, TypeGuard
 
 OBJECT_WHATSAPP = "whatsapp_business_account"
@@ -529,6 +530,15 @@ def epoch_parse(value: Any) -> datetime | None:
         value = int(value)
     if not isinstance(value, int) or not 0 < value < 32_503_680_000:  # before year 3000
         return None
+    return _utc_second(value)
+
+
+# Meta stamps statuses in whole seconds, so at hundreds of statuses a second most of a
+# batch's timestamps are the same few seconds: a conversion remembered costs ~0.1 µs
+# against ~0.6 µs for building the aware datetime (a seventh of parsing a status). The
+# datetimes are immutable, so sharing one between statuses is safe.
+@lru_cache(maxsize=4096)
+def _utc_second(value: int) -> datetime:
     return datetime.fromtimestamp(value, tz=UTC)
 
 
