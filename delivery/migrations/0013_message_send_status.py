@@ -13,8 +13,9 @@ to 80, set before the column is added so the rewrite that adding a stored genera
 column makes already leaves that room on every page.
 
 The rewrite holds an ACCESS EXCLUSIVE lock on ``delivery_message`` for its length (see
-docs/operations.md, "Upgrading"); the five indexes are dropped before it and built after
-it, so the rewrite does not rebuild them twice.
+docs/operations.md, section 2, item 4, "Migrations that rewrite a table"); the five
+indexes are dropped before it and built after it, so the rewrite does not rebuild them
+twice.
 """
 
 from django.db import migrations, models
