@@ -132,10 +132,14 @@ WEBHOOK_COMMITTERS = env_int("WEBHOOK_COMMITTERS", 2, minimum=1, maximum=8)
 # --- webhooks: the applier (webhooks/applier.py) ----------------------------------------------
 # Stored events taken per transaction; Meta batches up to 1,000 statuses in one event.
 WEBHOOK_APPLY_BATCH_EVENTS = env_int("WEBHOOK_APPLY_BATCH_EVENTS", 200, minimum=1, maximum=10_000)
+# ... and bodies read per transaction (at least one event, whatever its size).
+WEBHOOK_APPLY_BATCH_BYTES = env_int("WEBHOOK_APPLY_BATCH_BYTES", 2 * 1024 * 1024, minimum=1)
 # At most one applier job is enqueued per this interval, however fast the POSTs come.
 WEBHOOK_APPLY_DEBOUNCE_MS = env_int("WEBHOOK_APPLY_DEBOUNCE_MS", 1000, minimum=10)
 # One applier job drains events for at most this long, then hands over to a fresh job.
 WEBHOOK_APPLY_BUDGET_SECONDS = env_int("WEBHOOK_APPLY_BUDGET_SECONDS", 60, minimum=1)
+# Batches one drain applies at once, each on its own connection.
+WEBHOOK_APPLY_THREADS = env_int("WEBHOOK_APPLY_THREADS", 2, minimum=1, maximum=8)
 # A status matching no message yet is retried this long, then reported.
 WEBHOOK_UNMATCHED_RETRY_SECONDS = env_int("WEBHOOK_UNMATCHED_RETRY_SECONDS", 3600, minimum=1)
 # Inbound messages whose whole text (trimmed, any case or accents) is one of these opt out.

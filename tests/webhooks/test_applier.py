@@ -224,18 +224,18 @@ def test_the_management_command_applies_and_reports_as_json() -> None:
 
 
 @pytest.mark.django_db
-def test_a_batch_reads_bodies_up_to_its_byte_budget_and_at_least_one(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from webhooks import applier
-
+def test_a_batch_reads_bodies_up_to_its_byte_budget_and_at_least_one(settings: Any) -> None:
     for n in range(3):
         store(status_for("status_read", f"wamid.BUDGET-{n}"))
-    monkeypatch.setattr(applier, "BATCH_MAX_BYTES", 1)
+    settings.WEBHOOK_APPLY_BATCH_BYTES = 1
     assert events_apply_batch().events == 1
     assert WebhookEvent.objects.filter(status=WebhookEventStatus.PENDING).count() == 2
-    monkeypatch.setattr(applier, "BATCH_MAX_BYTES", 10**9)
-    assert events_apply_batch().events == 2
+    sizes = [len(bytes(b)) for b in WebhookEvent.objects.values_list("body", flat=True)]
+    settings.WEBHOOK_APPLY_BATCH_BYTES = max(sizes) * 2 - 1  # one more fits, two do not
+    assert events_apply_batch().events == 1
+    settings.WEBHOOK_APPLY_BATCH_BYTES = 10**9
+    assert events_apply_batch().events == 1
+    assert not WebhookEvent.objects.filter(status=WebhookEventStatus.PENDING).exists()
 
 
 @pytest.mark.django_db
