@@ -26,11 +26,11 @@ def read_status(wamid: str) -> dict[str, Any]:
     return retarget(fixture_json("status_read"), wamids={WAMID: wamid}, callbacks={"wb:9001": None})
 
 
-def backends() -> int:
-    """Connections open to the test database (this test's own included)."""
+def backend_alive(pid: int) -> bool:
+    """Whether the server still has a connection with this backend pid."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
-        return int(cursor.fetchone()[0])
+        cursor.execute("SELECT EXISTS (SELECT FROM pg_stat_activity WHERE pid = %s)", [pid])
+        return bool(cursor.fetchone()[0])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -40,7 +40,6 @@ def test_two_threads_apply_batches_at_once_on_two_connections_and_each_event_onc
     messages = [make_message(status="sent", wamid=f"wamid.T{n}") for n in range(12)]
     for message in messages:
         store(read_status(message.wamid))
-    open_before = backends()
 
     # Each thread's first batch starts only when the other's has too: two transactions
     # hold their events at the same moment, so SKIP LOCKED must keep them apart.
@@ -67,7 +66,9 @@ def test_two_threads_apply_batches_at_once_on_two_connections_and_each_event_onc
     assert not WebhookEvent.objects.exclude(status=WebhookEventStatus.PROCESSED).exists()
     assert set(Message.objects.values_list("status", flat=True)) == {"read"}
     # The helper closed its connection when it finished.
-    assert backends() == open_before
+    [helper_pid] = {pid for thread, pid, _ in seen if thread == "applier-1"}
+    assert not backend_alive(helper_pid)
+    assert backend_alive(connection.connection.info.backend_pid)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -104,9 +105,12 @@ def test_a_helper_thread_that_dies_mid_batch_loses_nothing_and_the_drain_goes_on
         store(read_status(message.wamid))
     real_batch = applier.events_apply_batch
     locked = threading.Event()
+    helper_pids: list[int] = []
 
     def helper_dies(**kwargs: Any) -> ApplyReport:
         if threading.current_thread().name == "applier-1" and not locked.is_set():
+            connection.ensure_connection()
+            helper_pids.append(connection.connection.info.backend_pid)
             # Dies inside its transaction, holding two events: the rollback frees them.
             try:
                 with applier.transaction.atomic():
@@ -119,7 +123,6 @@ def test_a_helper_thread_that_dies_mid_batch_loses_nothing_and_the_drain_goes_on
         return real_batch(**kwargs)
 
     monkeypatch.setattr(applier, "events_apply_batch", helper_dies)
-    open_before = backends()
     report = events_drain(budget_seconds=30, batch_events=1, threads=2)
 
     assert locked.is_set()
@@ -128,7 +131,7 @@ def test_a_helper_thread_that_dies_mid_batch_loses_nothing_and_the_drain_goes_on
     assert report.events == 6
     assert not WebhookEvent.objects.exclude(status=WebhookEventStatus.PROCESSED).exists()
     assert set(Message.objects.values_list("status", flat=True)) == {"read"}
-    assert backends() == open_before
+    assert helper_pids and not backend_alive(helper_pids[0])
 
 
 @pytest.mark.django_db(transaction=True)
