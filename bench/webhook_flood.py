@@ -44,6 +44,11 @@ from wrk_replay import wrk_replay
 NGINX_CONF = ROOT / "deploy" / "nginx" / "whatsblast.conf"
 UNSIGNED_EVERY = 50
 DELAY_MS = 100
+WRK_PROCESSES = 2
+# Unpaced, the capacity phase sends as fast as the stack answers: 16 connections at 1 ms
+# would be 16,000/s; it has measured 4,900/s here. A wrap there repeats bodies the
+# ingest finds stored already, which would flatter the capacity.
+CAPACITY_BODIES_PER_S = 20_000
 
 
 def block(text: str, name: str) -> str:
@@ -87,24 +92,34 @@ def nginx_conf(directory: Path, *, port: int, upstream_port: int, max_conns: int
     )
 
 
-def prepare_phases(directory: Path, *, capacity: int, flood: int) -> tuple[Path, Path]:
-    """Distinct signed bodies, cut into the capacity phase's file and the flood's (none
-    repeats across them); every UNSIGNED_EVERY-th one loses its signature."""
-    signed = directory / "signed.txt"
-    prepare(signed, capacity + flood)
-    files = directory / "capacity.txt", directory / "flood.txt"
-    with signed.open("rb") as lines, files[0].open("wb") as first, files[1].open("wb") as then:
-        for n, line in enumerate(lines):
+def prepare_requests(path: Path, *, first: int, count: int) -> Path:
+    """``count`` distinct signed bodies numbered from ``first`` (files prepared with ranges
+    that do not overlap share no body); every UNSIGNED_EVERY-th one loses its signature."""
+    signed = path.with_suffix(".signed")
+    prepare(signed, count, first)
+    with signed.open("rb") as lines, path.open("wb") as out:
+        for n, line in enumerate(lines, start=first):
             if n % UNSIGNED_EVERY == UNSIGNED_EVERY - 1:
                 _, _, body = line.partition(b" ")
                 line = b"- " + body.replace(b"wamid.bench-ingest-", b"wamid.unsigned-")
-            (first if n < capacity else then).write(line)
+            out.write(line)
     signed.unlink()
-    return files
+    return path
+
+
+def flood_bodies_needed(*, connections: int, processes: int, seconds: int) -> int:
+    """The most POSTs the paced flood can send, so that no body is sent twice: each
+    connection waits DELAY_MS before each of its POSTs, so it sends at most
+    seconds x 1000 / DELAY_MS of them, plus one in flight as wrk stops and one for wrk's
+    clock running a little past ``seconds``. Each wrk process replays its own slice
+    (every processes-th line) with its share of the connections, rounded up."""
+    per_process = math.ceil(connections / processes)
+    per_connection = math.ceil(seconds * 1000 / DELAY_MS) + 2
+    return processes * per_process * per_connection
 
 
 def wrk(url: str, requests_file: Path, *, connections: int, seconds: int, pace_ms: int,
-        timeout_s: float, processes: int = 2) -> dict[str, Any]:  # fmt: skip
+        timeout_s: float, processes: int = WRK_PROCESSES) -> dict[str, Any]:  # fmt: skip
     """The phase's figures, its answers counted by status (503s with Retry-After too)."""
     return wrk_replay(
         url, PATH, requests_file, connections=connections, seconds=seconds,
@@ -161,15 +176,22 @@ def main() -> None:
     try:
         wait_for_http(f"http://127.0.0.1:{web_port}/healthz")
         wait_for_http(f"{url}/healthz")
-        # Enough distinct bodies that none repeats: one file per phase, cut from one set.
-        capacity_file, flood_file = prepare_phases(
-            directory, capacity=40_000, flood=12_000 * args.seconds
-        )
+        # Enough distinct bodies that none repeats: the capacity phase's, then the flood's,
+        # sized from the connections it will have, numbered on from the capacity phase's.
+        capacity_count = CAPACITY_BODIES_PER_S * args.capacity_seconds
+        capacity_file = prepare_requests(directory / "capacity.txt", first=0, count=capacity_count)
         capacity = wrk(url, capacity_file, connections=in_flight, seconds=args.capacity_seconds,
                        pace_ms=0, timeout_s=args.timeout)  # fmt: skip
         c = capacity["statuses"].get("200", 0) / capacity["seconds"]
         latency_s = capacity["p50_ms"] / 1000
         connections = math.ceil(args.multiple * c * (DELAY_MS / 1000 + latency_s))
+        flood_file = prepare_requests(
+            directory / "flood.txt",
+            first=capacity_count,
+            count=flood_bodies_needed(
+                connections=connections, processes=WRK_PROCESSES, seconds=args.seconds
+            ),
+        )
         flood_from = WebhookEvent.objects.order_by("-id").values_list("id", flat=True).first()
         time.sleep(1)  # the capacity phase's last commits
         flood = wrk(url, flood_file, connections=connections, seconds=args.seconds,

@@ -79,10 +79,11 @@ def callback_body(n: int, stamp: int) -> bytes:
     return json.dumps(payload, separators=(",", ":")).replace("/", "\\/").encode()
 
 
-def prepare(path: Path, count: int) -> None:
+def prepare(path: Path, count: int, first: int = 0) -> None:
+    """``count`` signed POSTs, one per line, numbered from ``first`` (distinct bodies)."""
     stamp = int(time.time())
     with path.open("wb") as f:
-        for n in range(count):
+        for n in range(first, first + count):
             body = callback_body(n, stamp)
             digest = hmac.new(APP_SECRET.encode(), body, hashlib.sha256).hexdigest()
             f.write(b"sha256=" + digest.encode() + b" " + body + b"\n")
