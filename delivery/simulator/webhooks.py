@@ -70,7 +70,9 @@ class WebhookDispatcher:
     async def start(self) -> None:
         self.session = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=self.config.webhook_timeout_s),
-            connector=aiohttp.TCPConnector(limit=64),
+            # No pool limit of its own: the semaphore (webhook_concurrency, which the
+            # config can change while running) bounds the POSTs in flight.
+            connector=aiohttp.TCPConnector(limit=0),
         )
         self.batcher = asyncio.create_task(self._batch_loop())
 

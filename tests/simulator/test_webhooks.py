@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import threading
 from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -304,3 +306,56 @@ def test_a_send_to_a_user_id_is_answered_and_reported_without_a_phone(
     assert {s["recipient_user_id"] for s in found} == {"US.13491208655302741918"}
     body["recipient"] = "+16505551234"  # not a user id
     assert post(simulator.url, body).json()["error"]["code"] == 100
+
+
+class _HoldingServer(ThreadingHTTPServer):
+    request_queue_size = 256  # every POST's connection is taken, none waits on the backlog
+    daemon_threads = True
+
+
+@pytest.mark.parametrize("concurrency", [10, 80])
+def test_as_many_posts_are_in_flight_as_the_concurrency_setting_allows(
+    simulator, concurrency: int
+) -> None:
+    """Meta holds many callbacks in flight against a slow receiver; the simulator holds
+    exactly ``webhook_concurrency`` of them, no more and (past any pool size of its own) no
+    fewer. The receiver keeps each POST until it has seen the most it will, or 3 s pass."""
+    sends = 90
+    in_flight = 0
+    most = 0
+    lock = threading.Condition()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            nonlocal in_flight, most
+            self.rfile.read(int(self.headers["Content-Length"]))
+            with lock:
+                in_flight += 1
+                most = max(most, in_flight)
+                lock.notify_all()
+                lock.wait_for(lambda: most >= concurrency, timeout=3)
+                in_flight -= 1
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = _HoldingServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        simulator.configure(
+            callback_url=f"http://127.0.0.1:{server.server_address[1]}/webhooks/whatsapp",
+            webhook_concurrency=concurrency,
+            delivered_fraction=0,
+            read_fraction=0,
+            sent_delay_ms=300,  # every send is in before the first status falls due
+        )
+        for i in range(sends):
+            assert post(simulator.url, template_body(to=f"+1650555{i:04d}")).ok
+        assert simulator.wait_webhooks_idle(20)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert most == concurrency
