@@ -42,6 +42,10 @@ if worker_class != "asgi":
     # The asgi worker has no threads setting: Django's pool is sized from GUNICORN_THREADS by
     # whatsblast/settings.py (WEB_THREADS).
     threads = _int("GUNICORN_THREADS", 16)
+# Python's own event loop, even where uvloop is installed (gunicorn's "auto" would take it):
+# uvloop carried fewer webhook POSTs, 3,589-3,794/s against 4,158-4,932/s (three alternate
+# pairs, bench/webhook_ingest.py, docs/performance.md 4 Dec 2026, late night).
+asgi_loop = "asyncio"
 # Open connections per process, idle keep-alive ones included (gunicorn's default).
 worker_connections = _int("GUNICORN_WORKER_CONNECTIONS", 1000)
 # Meta retries a callback that takes more than a few seconds; nothing here should come close.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import secrets
 import shlex
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 from django.core.management import get_commands
+from gunicorn.config import Config
 
 from whatsblast.core.processes import ProcessGroup, free_port, service_environment, wait_for_http
 
@@ -94,6 +96,18 @@ def test_the_procfile_runs_every_process_with_real_commands() -> None:
     assert queues_served == {"transactional", "campaigns", "maintenance"}
     assert "--with-scheduler" in processes["worker-maintenance"]
     assert processes["web"].startswith("gunicorn -c deploy/gunicorn.conf.py")
+
+
+def test_the_web_process_keeps_pythons_event_loop_even_where_uvloop_is_installed() -> None:
+    """gunicorn's asgi worker takes uvloop when it can import it ("auto"); measured, it
+    stored fewer webhook POSTs a second, so the deployed config names asyncio."""
+    settings_in_file = runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
+    config = Config()
+    for name, value in settings_in_file.items():
+        if name in config.settings:
+            config.set(name, value)
+    assert config.worker_class_str == "asgi"
+    assert config.asgi_loop == "asyncio"
 
 
 @pytest.fixture
