@@ -98,9 +98,14 @@ def test_the_procfile_runs_every_process_with_real_commands() -> None:
     assert processes["web"].startswith("gunicorn -c deploy/gunicorn.conf.py")
 
 
-def test_the_web_process_keeps_pythons_event_loop_even_where_uvloop_is_installed() -> None:
+def test_the_web_process_keeps_pythons_event_loop_even_where_uvloop_is_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """gunicorn's asgi worker takes uvloop when it can import it ("auto"); measured, it
     stored fewer webhook POSTs a second, so the deployed config names asyncio."""
+    # The config sets PROMETHEUS_MULTIPROC_DIR for its master; read here, that would leak
+    # into every process this test run starts afterwards (a directory that never exists).
+    monkeypatch.setattr(os, "environ", dict(os.environ))
     settings_in_file = runpy.run_path(str(DEPLOY / "gunicorn.conf.py"))
     config = Config()
     for name, value in settings_in_file.items():
