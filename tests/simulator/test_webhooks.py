@@ -319,7 +319,7 @@ def test_as_many_posts_are_in_flight_as_the_concurrency_setting_allows(
 ) -> None:
     """Meta holds many callbacks in flight against a slow receiver; the simulator holds
     exactly ``webhook_concurrency`` of them, no more and (past any pool size of its own) no
-    fewer. The receiver keeps each POST until it has seen the most it will, or 3 s pass."""
+    fewer. The receiver keeps each POST until it has seen the most it will, or 10 s pass."""
     sends = 90
     in_flight = 0
     most = 0
@@ -333,7 +333,7 @@ def test_as_many_posts_are_in_flight_as_the_concurrency_setting_allows(
                 in_flight += 1
                 most = max(most, in_flight)
                 lock.notify_all()
-                lock.wait_for(lambda: most >= concurrency, timeout=3)
+                lock.wait_for(lambda: most >= concurrency, timeout=10)
                 in_flight -= 1
             self.send_response(200)
             self.send_header("Content-Length", "0")
@@ -354,7 +354,7 @@ def test_as_many_posts_are_in_flight_as_the_concurrency_setting_allows(
         )
         for i in range(sends):
             assert post(simulator.url, template_body(to=f"+1650555{i:04d}")).ok
-        assert simulator.wait_webhooks_idle(20)
+        assert simulator.wait_webhooks_idle(30)
     finally:
         server.shutdown()
         server.server_close()
