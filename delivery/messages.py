@@ -26,7 +26,7 @@ from django.db import connection, transaction
 from campaigns.audience.opt_outs import contacts_opt_out
 from campaigns.models import CampaignStatus
 from delivery.models import OPEN_STATUSES, STATUS_RANK, Message, MessageKind, MessageStatus
-from whatsblast.core.db import array_literal, array_text
+from whatsblast.core.db import array_literal, array_text, jsonb_value
 
 S = MessageStatus
 
@@ -105,12 +105,7 @@ class NewlyFailed:
 
 
 def _claimed(rows: list[tuple[Any, ...]]) -> list[ClaimedMessage]:
-    # Django's PostgreSQL backend hands jsonb to raw cursors as text (JSONField decodes it
-    # in from_db_value), so decode here.
-    return [
-        ClaimedMessage(id_, to, json.loads(params) if isinstance(params, str) else params, *rest)
-        for id_, to, params, *rest in rows
-    ]
+    return [ClaimedMessage(id_, to, jsonb_value(params), *rest) for id_, to, params, *rest in rows]
 
 
 def _fetch(sql: str, args: Any) -> list[tuple[Any, ...]]:
@@ -773,7 +768,5 @@ def status_updates_apply(
     ]
     [(changed, failed)] = _fetch(_STATUS_UPDATE_COUNTED_SQL, [_json_rows(rows)])
     if newly_failed is not None:
-        # jsonb reaches a raw cursor as text (see _claimed).
-        rows_failed = json.loads(failed) if isinstance(failed, str) else failed
-        newly_failed.extend(NewlyFailed(*row) for row in rows_failed)
+        newly_failed.extend(NewlyFailed(*row) for row in jsonb_value(failed))
     return int(changed)

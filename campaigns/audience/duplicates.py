@@ -20,7 +20,6 @@ importer's memory, and the temp tables spill to disk when they must.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from django.db import connection
 
 from campaigns.audience.rows import Rejection
 from campaigns.models import DuplicatePolicy
+from whatsblast.core.db import jsonb_value
 
 # Only repeated numbers are ever sorted: the hash aggregate over the staged phones (one
 # pass, no sort of the million rows) finds the numbers with more than one row, and the
@@ -124,8 +124,7 @@ def duplicates_rejected() -> Iterator[Rejection]:
         cursor.execute(_REJECTED_SQL)
         while rows := cursor.fetchmany(_FETCH):
             for line, phone, lines, copies, cells in rows:
-                # Django's connection hands jsonb over as text (its JSONField decodes it).
-                row = tuple(json.loads(cells)) if isinstance(cells, str) else tuple(cells)
+                row = tuple(jsonb_value(cells))
                 yield Rejection(line, phone, _repeated_reason(line, lines, copies), row)
 
 

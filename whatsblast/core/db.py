@@ -10,8 +10,10 @@ own, so the query is still logged under DEBUG and counted by ``assertNumQueries`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from django.db import connection
@@ -44,3 +46,12 @@ def array_literal(elements: Iterable[str]) -> str:
 def array_text(text: str) -> str:
     """One text element of an array literal: double-quoted, backslashes and quotes escaped."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def jsonb_value(value: Any) -> Any:
+    """A jsonb column's value as read by a raw cursor, decoded.
+
+    Django's PostgreSQL backend hands jsonb to raw cursors as text (its JSONField decodes
+    it in ``from_db_value``); a cursor outside Django's loaders gives it decoded already.
+    """
+    return json.loads(value) if isinstance(value, str) else value
