@@ -34,6 +34,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, CanaryState
+from delivery.campaigns.skips import SkipRules
 from delivery.messages import held_release
 
 logger = logging.getLogger(__name__)
@@ -79,13 +80,12 @@ class CanaryHold:
 
 
 # The N-th sendable recipient by contact id: the same audience and the same skip rules as
-# the launch INSERT (opted out, marketing to US numbers). Top-N over the audience: one
-# pass, no full sort.
+# the launch INSERT (``{sendable}``: delivery.campaigns.skips). Top-N over the audience:
+# one pass, no full sort.
 _BOUNDARY_SQL = """
 SELECT c.id
   FROM campaigns_contact AS c
- WHERE c.opted_out_at IS NULL
-   AND NOT (%(us_blocked)s AND coalesce(c.phone, '') LIKE '+1%%')
+ WHERE {sendable}
    AND c.id IN (SELECT contact_id FROM campaigns_listmembership
                  WHERE contact_list_id = ANY(%(list_ids)s))
  ORDER BY c.id
@@ -93,24 +93,20 @@ SELECT c.id
 """
 
 
-def canary_hold(*, campaign: Campaign, list_ids: list[int], us_blocked: bool) -> CanaryHold:
+def canary_hold(*, campaign: Campaign, list_ids: list[int], skips: SkipRules) -> CanaryHold:
     """The hold for the launch: none without a canary, or when the audience fits in it."""
     if campaign.canary_size <= 0:
         return CanaryHold(None)
+    sql = _BOUNDARY_SQL.format(sendable=skips.sendable_sql("c"))
+    args = {**skips.params, "list_ids": list_ids}
     with connection.cursor() as cursor:
-        cursor.execute(
-            _BOUNDARY_SQL,
-            {"us_blocked": us_blocked, "list_ids": list_ids, "offset": campaign.canary_size - 1},
-        )
+        cursor.execute(sql, {**args, "offset": campaign.canary_size - 1})
         row = cursor.fetchone()
     if row is None:
         return CanaryHold(None)
     # Is there anyone after the boundary? If not, the canary is the whole campaign.
     with connection.cursor() as cursor:
-        cursor.execute(
-            _BOUNDARY_SQL,
-            {"us_blocked": us_blocked, "list_ids": list_ids, "offset": campaign.canary_size},
-        )
+        cursor.execute(sql, {**args, "offset": campaign.canary_size})
         if cursor.fetchone() is None:
             return CanaryHold(None)
     return CanaryHold(int(row[0]))

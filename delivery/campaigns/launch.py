@@ -16,16 +16,17 @@ from campaigns.catalogue.params import (
     params_sql,
     required_fields,
 )
+from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.models import (
     Campaign,
     CampaignStatus,
     CanaryState,
-    TemplateCategory,
     TemplateStatus,
 )
 from delivery.campaigns.canary import CanaryHold, canary_hold
 from delivery.campaigns.pools import campaign_pool, pool_homes_assign, pool_validate
 from delivery.campaigns.schedule import launch_schedule
+from delivery.campaigns.skips import SkipRules
 from delivery.engine.dispatch import campaign_kick, campaign_schedule
 from delivery.messages import campaign_messages_create
 from whatsblast.core import queues
@@ -70,6 +71,11 @@ def campaign_validate(*, campaign: Campaign) -> None:
         raise LaunchError(
             f"template {template.name} ({template.language}) is {template.status}, "
             "only APPROVED templates can be sent"
+        )
+    unusable = template_unusable_reasons(template)
+    if unusable:
+        raise LaunchError(
+            f"template {template} cannot be sent by this version: {'; '.join(unusable)}"
         )
     try:
         mapping_validate(template, campaign.param_mapping)
@@ -167,7 +173,7 @@ def campaigns_start_together(
 def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     template = campaign.template
     list_ids = list(campaign.lists.values_list("pk", flat=True))
-    us_blocked = template.category == TemplateCategory.MARKETING
+    skips = SkipRules.for_template(template)
     params_expr, params_args = params_sql(template, campaign.param_mapping)
     # params_expr holds only %s placeholders and fixed column names; turn its positional
     # placeholders into named ones so they sit beside the statement's own parameters.
@@ -180,10 +186,10 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     # joins on the contact's phone prefix and attributes, the opening from a small per-zone
     # table computed in Python, so the launch stays one set-based INSERT.
     schedule = launch_schedule(campaign=campaign, now=now)
-    hold = canary_hold(campaign=campaign, list_ids=list_ids, us_blocked=us_blocked)
+    hold = canary_hold(campaign=campaign, list_ids=list_ids, skips=skips)
     pool = campaign_pool(campaign)
     pool_validate(campaign, pool)
-    number_expr, number_params = pool_homes_assign(pool, list_ids=list_ids, us_blocked=us_blocked)
+    number_expr, number_params = pool_homes_assign(pool, list_ids=list_ids, skips=skips)
     with connection.cursor() as cursor:
         schedule.load(cursor)
     campaign_messages_create(
@@ -191,12 +197,13 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
         params_expr=params_expr,
         schedule_joins=schedule.joins,
         next_attempt_expr=hold.wrap(schedule.next_attempt_expr),
+        skip_reason_expr=skips.reason_sql("c"),
         args={
             "campaign_id": campaign.pk,
             "phone_number_id": campaign.phone_number_id,
             "template_id": template.pk,
-            "us_blocked": us_blocked,
             "list_ids": list_ids,
+            **skips.params,
             **named,
             **schedule.params,
             **hold.params,

@@ -24,6 +24,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from campaigns.models import Campaign, PhoneNumber
+from delivery.campaigns.skips import SkipRules
 
 
 def campaign_pool(campaign: Campaign) -> list[PhoneNumber]:
@@ -72,16 +73,15 @@ def newcomer_quotas(shares: Sequence[float], at_home: Sequence[int], newcomers: 
     return apportion(newcomers, deficits)
 
 
-# The recipients the pool will actually send to: on the campaign's lists, not opted out,
-# not a US number for a marketing template (those rows are skipped at the insert and need
-# no home). The same conditions as the message insert's status CASE in delivery/messages.
+# The recipients the pool will actually send to: on the campaign's lists and not skipped
+# (opted out, a marketing template to a US user, ...: those rows are skipped at the insert
+# and need no home). ``{sendable}`` is delivery.campaigns.skips' rule, as the insert uses.
 _AUDIENCE_CTE = """
 WITH audience AS (
     SELECT c.id FROM campaigns_contact AS c
      WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
                      WHERE contact_list_id = ANY(%(list_ids)s))
-       AND c.opted_out_at IS NULL
-       AND NOT (%(us_blocked)s AND COALESCE(c.phone LIKE '+1%%', FALSE))
+       AND {sendable}
 )
 """
 
@@ -121,7 +121,7 @@ ON CONFLICT (contact_id, account_id) DO UPDATE
 
 
 def pool_homes_assign(
-    numbers: Sequence[PhoneNumber], *, list_ids: list[int], us_blocked: bool
+    numbers: Sequence[PhoneNumber], *, list_ids: list[int], skips: SkipRules
 ) -> tuple[str, dict[str, Any]]:
     """Give every recipient of the audience without a home in the pool one, and return the
     SQL expression over contact ``c`` that the message insert uses to pick each row's
@@ -133,12 +133,12 @@ def pool_homes_assign(
         return "%(pool_n0)s", {"pool_n0": numbers[0].pk}
     args: dict[str, Any] = {
         "list_ids": list_ids,
-        "us_blocked": us_blocked,
+        **skips.params,
         "account_id": numbers[0].account_id,
         "pool_ids": [n.pk for n in numbers],
     }
     with connection.cursor() as cursor:
-        cursor.execute(_AT_HOME_SQL, args)
+        cursor.execute(_AT_HOME_SQL.format(sendable=skips.sendable_sql("c")), args)
         counts = dict(cursor.fetchall())
         quotas = newcomer_quotas(
             [_share(n) for n in numbers],
@@ -152,7 +152,8 @@ def pool_homes_assign(
             cases.append(f"WHEN n.rank <= %(pool_t{index})s THEN %(pool_n{index})s")
         # Only placeholders and constants go into the text.
         choice = f"CASE {' '.join(cases)} END"
-        cursor.execute(_NEWCOMERS_SQL.format(choice=choice), args)
+        sendable = skips.sendable_sql("c")
+        cursor.execute(_NEWCOMERS_SQL.format(choice=choice, sendable=sendable), args)
     # Skipped recipients (opted out, US) have no home: their rows carry the campaign's own
     # number, which never sends them.
     expr = (

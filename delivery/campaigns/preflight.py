@@ -11,6 +11,7 @@ surprise. Nothing is written.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,17 +19,31 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from campaigns.audience.regions import (
+    calling_code_region,
+    nanp_area_regions,
+    region_name,
+    user_id_region,
+)
 from campaigns.catalogue.params import ParamMappingError, mapping_validate, required_fields
+from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.models import (
     TIER_LIMITS,
     Campaign,
     QualityRating,
-    TemplateCategory,
     TemplateStatus,
 )
 from campaigns.windows.campaign import campaign_window
 from delivery.campaigns.pricing import CostEstimate, campaign_cost_estimate
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
+from delivery.campaigns.skips import (
+    OPTED_OUT,
+    US_NUMBER,
+    US_USER_ID,
+    USER_ID_REFUSED,
+    SkipRules,
+    user_id_refusal,
+)
 from delivery.engine.reach import reach_from_table, reach_key, reach_used
 from whatsblast.core.redis import get_redis
 
@@ -53,6 +68,29 @@ class MissingField:
 
 
 @dataclass
+class CountryLine:
+    """The audience in one country: its contacts, and how many are skipped for each reason."""
+
+    region: str  # ISO 3166 code; '' where the number names no known country
+    name: str
+    contacts: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def sent(self) -> int:
+        return self.contacts - sum(self.skipped.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "region": self.region,
+            "name": self.name,
+            "contacts": self.contacts,
+            "sent": self.sent,
+            "skipped": dict(self.skipped),
+        }
+
+
+@dataclass
 class PreflightReport:
     campaign_id: int
     checked_at: datetime
@@ -60,7 +98,10 @@ class PreflightReport:
     memberships: int = 0  # list entries: a contact in two lists counts twice here
     contacts: int = 0  # distinct contacts across the lists
     opted_out: int = 0
-    us_blocked: int = 0  # marketing template to +1 numbers: Meta does not deliver them
+    us_blocked: int = 0  # marketing template to a US user: Meta does not deliver them
+    user_id_refused: int = 0  # known only by a user id, for a template Meta refuses them
+    countries: list[CountryLine] = field(default_factory=list)
+    user_id_refusal: str = ""  # what of the template Meta refuses for user ids, or ''
     missing: list[MissingField] = field(default_factory=list)
     tier: str = ""
     tier_limit: int | None = None  # None: unlimited
@@ -79,7 +120,7 @@ class PreflightReport:
     @property
     def audience(self) -> int:
         """Messages the launch would make pending (one per sendable distinct contact)."""
-        return self.contacts - self.opted_out - self.us_blocked
+        return self.contacts - self.opted_out - self.us_blocked - self.user_id_refused
 
     @property
     def headroom(self) -> int | None:
@@ -129,6 +170,8 @@ class PreflightReport:
             "duplicates": self.duplicates,
             "opted_out": self.opted_out,
             "us_blocked": self.us_blocked,
+            "user_id_refused": self.user_id_refused,
+            "countries": [line.as_dict() for line in self.countries],
             "audience": self.audience,
             "missing": [m.__dict__ for m in self.missing],
             "tier": self.tier,
@@ -155,14 +198,20 @@ def campaign_preflight(*, campaign: Campaign, now: datetime | None = None) -> Pr
         findings.append(
             Finding(ERROR, f"Template {template} is {template.status}: only APPROVED sends.")
         )
-    mapping_ok = _mapping_check(campaign, findings)
+    unusable = template_unusable_reasons(template)
+    findings.extend(
+        Finding(ERROR, f"Template {template} cannot be sent by this version: {reason}.")
+        for reason in unusable
+    )
+    mapping_ok = not unusable and _mapping_check(campaign, findings)
     list_ids = list(campaign.lists.values_list("pk", flat=True))
     report.lists = len(list_ids)
     if not list_ids:
         findings.append(Finding(ERROR, "The campaign has no contact list."))
     else:
         fields = _fields_to_check(campaign) if mapping_ok else []
-        _audience_count(report, list_ids, template.category == TemplateCategory.MARKETING, fields)
+        report.user_id_refusal = user_id_refusal(template)
+        _audience_count(report, list_ids, SkipRules.for_template(template), fields)
         _audience_findings(report)
     _limit_check(campaign, report)
     _eta_check(campaign, report, now)
@@ -195,7 +244,8 @@ def _fields_to_check(campaign: Campaign) -> list[str]:
 
 
 # One pass over the audience. The members CTE counts each contact's list entries (the
-# duplicates across lists); each mapped field adds a filtered count and its first few
+# duplicates across lists); ``skip.reason`` is the launch's own skip rule
+# (delivery.campaigns.skips); each mapped field adds a filtered count and its first few
 # phones, over the contacts the launch checks (not opted out, as campaign_validate does).
 _AUDIENCE_SQL = """
 WITH members AS (
@@ -206,12 +256,31 @@ WITH members AS (
 )
 SELECT count(*),
        coalesce(sum(m.entries), 0),
-       count(*) FILTER (WHERE c.opted_out_at IS NOT NULL),
-       count(*) FILTER (WHERE c.opted_out_at IS NULL AND %(us_blocked)s
-                          AND c.phone LIKE '+1%%')
+       count(*) FILTER (WHERE skip.reason = %(opted_out)s),
+       count(*) FILTER (WHERE skip.reason = ANY(%(us_reasons)s)),
+       count(*) FILTER (WHERE skip.reason = %(user_id_refused)s)
        {missing}
   FROM members AS m
   JOIN campaigns_contact AS c ON c.id = m.contact_id
+  CROSS JOIN LATERAL (SELECT {reason} AS reason) AS skip
+"""
+
+# The audience by country and skip reason. The key is a phone's first five characters
+# under +1 (there the area code decides the country: Canada and Jamaica share +1 with the
+# US), its first four elsewhere (a calling code and a digit: calling codes are
+# prefix-free), or a user id's country prefix; Python turns the few hundred keys into
+# countries (campaigns.audience.regions), so the database does no per-row lookup.
+_BY_COUNTRY_SQL = """
+SELECT CASE WHEN c.phone IS NULL THEN split_part(c.user_id, '.', 1) || '.'
+            WHEN c.phone LIKE '+1%%' THEN left(c.phone, 5)
+            ELSE left(c.phone, 4) END,
+       skip.reason,
+       count(*)
+  FROM campaigns_contact AS c
+  CROSS JOIN LATERAL (SELECT {reason} AS reason) AS skip
+ WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
+                 WHERE contact_list_id = ANY(%(list_ids)s))
+ GROUP BY 1, 2
 """
 
 
@@ -222,9 +291,15 @@ def _empty_sql(index: int, name: str) -> str:
 
 
 def _audience_count(
-    report: PreflightReport, list_ids: list[int], us_blocked: bool, fields: list[str]
+    report: PreflightReport, list_ids: list[int], skips: SkipRules, fields: list[str]
 ) -> None:
-    params: dict[str, Any] = {"list_ids": list_ids, "us_blocked": us_blocked}
+    params: dict[str, Any] = {
+        **skips.params,
+        "list_ids": list_ids,
+        "opted_out": OPTED_OUT,
+        "us_reasons": [US_NUMBER, US_USER_ID],
+        "user_id_refused": USER_ID_REFUSED,
+    }
     missing_sql = ""
     for index, name in enumerate(fields):
         condition = f"c.opted_out_at IS NULL AND {_empty_sql(index, name)}"
@@ -235,16 +310,47 @@ def _audience_count(
             f"[1:{MISSING_EXAMPLES}]"
         )
         params[f"field{index}"] = name
+    reason = skips.reason_sql("c")
     with connection.cursor() as cursor:
-        cursor.execute(_AUDIENCE_SQL.format(missing=missing_sql), params)
+        cursor.execute(_AUDIENCE_SQL.format(missing=missing_sql, reason=reason), params)
         row = cursor.fetchone()
-    report.contacts, report.memberships, report.opted_out, report.us_blocked = (
-        int(v) for v in row[:4]
-    )
+        cursor.execute(_BY_COUNTRY_SQL.format(reason=reason), params)
+        report.countries = countries_from_keys(cursor.fetchall())
+    (
+        report.contacts,
+        report.memberships,
+        report.opted_out,
+        report.us_blocked,
+        report.user_id_refused,
+    ) = (int(v) for v in row[:5])
     for index, name in enumerate(fields):
-        count, examples = row[4 + 2 * index], row[5 + 2 * index]
+        count, examples = row[5 + 2 * index], row[6 + 2 * index]
         if count:
             report.missing.append(MissingField(name, int(count), list(examples or [])))
+
+
+def _key_region(key: str) -> str:
+    """A country key of ``_BY_COUNTRY_SQL`` → a region code, or '' where none is known."""
+    if key.endswith("."):  # a user id's prefix
+        return user_id_region(key + "0") or ""
+    if key.startswith("+1"):
+        return nanp_area_regions().get(key, "")
+    return calling_code_region(key) or ""
+
+
+def countries_from_keys(rows: Sequence[Sequence[Any]]) -> list[CountryLine]:
+    """Rows of (country key, skip reason, contacts) → one line per country, largest first."""
+    lines: dict[str, CountryLine] = {}
+    for key, reason, count in rows:
+        region = _key_region(str(key))
+        line = lines.get(region)
+        if line is None:
+            name = region_name(region) if region else "Unknown country"
+            line = lines[region] = CountryLine(region, name)
+        line.contacts += int(count)
+        if reason:
+            line.skipped[reason] = line.skipped.get(reason, 0) + int(count)
+    return sorted(lines.values(), key=lambda line: (-line.contacts, line.name))
 
 
 def _audience_findings(report: PreflightReport) -> None:
@@ -264,8 +370,19 @@ def _audience_findings(report: PreflightReport) -> None:
         findings.append(
             Finding(
                 WARNING,
-                f"{report.us_blocked:,} US (+1) number(s) will be skipped: Meta does not "
-                "deliver marketing templates to US numbers.",
+                f"{report.us_blocked:,} US recipient(s) will be skipped: Meta does not "
+                "deliver marketing templates to US numbers (+1 with a US area code) or to "
+                "user ids issued for them. Other +1 countries (Canada, the Caribbean) are "
+                "sent.",
+            )
+        )
+    if report.user_id_refused:
+        findings.append(
+            Finding(
+                WARNING,
+                f"{report.user_id_refused:,} contact(s) known only by a WhatsApp user id will "
+                f"be skipped: Meta does not send {report.user_id_refusal} to user ids "
+                "(error 131062).",
             )
         )
     if report.opted_out:

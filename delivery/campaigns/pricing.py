@@ -17,6 +17,7 @@ from typing import Any
 from django.db import connection
 
 from campaigns.models import Campaign, CampaignStatus
+from delivery.campaigns.skips import SkipRules
 from delivery.models import MessageStatus as S
 
 CHARGED_TYPE = "regular"
@@ -55,10 +56,11 @@ SELECT count(*), sum(rc.price), count(*) FILTER (WHERE rc.price IS NULL), max(rc
  WHERE m.campaign_id = %(campaign_id)s AND m.send_status = '{S.PENDING}'
 """  # noqa: S608 - constants only
 
+# Only the contacts the launch will send to ({{sendable}}: delivery.campaigns.skips).
 _ESTIMATE_DRAFT_SQL = f"""
 SELECT count(*), sum(rc.price), count(*) FILTER (WHERE rc.price IS NULL), max(rc.currency)
   FROM (SELECT COALESCE(c.phone, c.user_id) AS "to" FROM campaigns_contact AS c
-         WHERE c.opted_out_at IS NULL
+         WHERE {{sendable}}
            AND c.id IN (SELECT contact_id FROM campaigns_listmembership
                          WHERE contact_list_id = ANY(%(list_ids)s))) AS m
   {_PRICE_JOIN.format(category="%(category)s")}
@@ -128,8 +130,10 @@ def campaign_cost_estimate(*, campaign: Campaign) -> CostEstimate:
     """What the messages still to go will cost at the rate card, all of them charged."""
     category = campaign.template.category.lower()
     if campaign.status == CampaignStatus.DRAFT:
-        sql = _ESTIMATE_DRAFT_SQL
+        skips = SkipRules.for_template(campaign.template)
+        sql = _ESTIMATE_DRAFT_SQL.format(sendable=skips.sendable_sql("c"))
         args: dict[str, Any] = {
+            **skips.params,
             "category": category,
             "list_ids": list(campaign.lists.values_list("pk", flat=True)),
         }

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import requests
 
+from delivery.simulator.config import parent_user_id_for, user_id_for, username_for
 from tests.simulator.helpers import post, template_body
 from tests.simulator_fixtures import SIM_APP_SECRET, SIM_DISPLAY_NUMBER, SIM_PHONE_NUMBER_ID
 
@@ -31,7 +32,7 @@ def send_and_settle(simulator, receiver, n: int = 1, **config: Any) -> list[str]
     simulator.configure(callback_url=receiver.url, **config)
     wamids = []
     for i in range(n):
-        response = post(simulator.url, template_body(to=f"+1650555{i:04d}", callback=f"wb:{i}"))
+        response = post(simulator.url, template_body(to=f"+1416555{i:04d}", callback=f"wb:{i}"))
         assert response.ok, response.text
         wamids.append(response.json()["messages"][0]["id"])
     assert simulator.wait_webhooks_idle(10)
@@ -88,7 +89,7 @@ def test_sent_delivered_read_in_meta_shape(simulator, webhook_receiver) -> None:
     sent, delivered, read = by_status["sent"], by_status["delivered"], by_status["read"]
     for status in (sent, delivered, read):
         assert status["id"] == wamid
-        assert status["recipient_id"] == "16505550000"
+        assert status["recipient_id"] == "14165550000"
         assert status["biz_opaque_callback_data"] == "wb:0"
         assert status["timestamp"].isdigit()
     assert sent["pricing"] == {
@@ -213,7 +214,7 @@ def test_a_held_answer_still_reports_the_message_as_sent(simulator, webhook_rece
         delivered_fraction=0,
     )
     with pytest.raises(requests.ReadTimeout):
-        post(simulator.url, template_body(callback="wb:42"), timeout=0.2)
+        post(simulator.url, template_body(to="+14165551234", callback="wb:42"), timeout=0.2)
     assert simulator.wait_webhooks_idle(5)
 
     [sent] = statuses(webhook_receiver)
@@ -293,17 +294,17 @@ def test_a_send_to_a_user_id_is_answered_and_reported_without_a_phone(
     simulator.configure(callback_url=webhook_receiver.url, read_fraction=0)
     body = template_body()
     del body["to"]
-    body["recipient"] = "US.13491208655302741918"
+    body["recipient"] = "CA.13491208655302741918"
     response = post(simulator.url, body)
     assert response.ok, response.text
     assert response.json()["contacts"] == [
-        {"input": "US.13491208655302741918", "user_id": "US.13491208655302741918"}
+        {"input": "CA.13491208655302741918", "user_id": "CA.13491208655302741918"}
     ]
     assert simulator.wait_webhooks_idle(10)
     found = statuses(webhook_receiver)
     assert {s["status"] for s in found} == {"sent", "delivered"}
     assert all("recipient_id" not in s for s in found)
-    assert {s["recipient_user_id"] for s in found} == {"US.13491208655302741918"}
+    assert {s["recipient_user_id"] for s in found} == {"CA.13491208655302741918"}
     body["recipient"] = "+16505551234"  # not a user id
     assert post(simulator.url, body).json()["error"]["code"] == 100
 
@@ -353,9 +354,140 @@ def test_as_many_posts_are_in_flight_as_the_concurrency_setting_allows(
             sent_delay_ms=300,  # every send is in before the first status falls due
         )
         for i in range(sends):
-            assert post(simulator.url, template_body(to=f"+1650555{i:04d}")).ok
+            assert post(simulator.url, template_body(to=f"+1416555{i:04d}")).ok
         assert simulator.wait_webhooks_idle(30)
     finally:
         server.shutdown()
         server.server_close()
     assert most == concurrency
+
+
+# --- who the user is: Meta's 2026 shapes (sources in delivery/simulator/webhooks.py) -------
+
+
+def values(receiver: Any) -> list[dict[str, Any]]:
+    return [
+        change["value"]
+        for received in receiver.received
+        for entry in json.loads(received.body)["entry"]
+        for change in entry["changes"]
+    ]
+
+
+def test_a_phone_send_names_the_user_id_in_contacts_never_in_the_status(
+    simulator: Any, webhook_receiver: Any
+) -> None:
+    """Meta, "Business-scoped user IDs" (Updated 2026-02-06): recipient_user_id only for a
+    send to a user id; a send to a phone names the user's id in value.contacts[]."""
+    simulator.configure(
+        callback_url=webhook_receiver.url, read_fraction=1.0, webhook_parent_user_ids=True
+    )
+    response = post(simulator.url, template_body(to="+49 151 2345 6789"))
+    assert response.ok, response.text
+    assert simulator.wait_webhooks_idle(10)
+
+    found = values(webhook_receiver)
+    assert sorted(s["status"] for v in found for s in v["statuses"]) == [
+        "delivered",
+        "read",
+        "sent",
+    ]
+    for value in found:
+        [status] = value["statuses"]
+        assert status["recipient_id"] == "4915123456789"
+        assert "recipient_user_id" not in status
+        assert value["contacts"] == [
+            {
+                "profile": {"name": "Sim User"},
+                "wa_id": "4915123456789",
+                "user_id": user_id_for("4915123456789"),
+                "parent_user_id": parent_user_id_for("4915123456789"),
+            }
+        ]
+    assert user_id_for("4915123456789").startswith("US.")
+    assert parent_user_id_for("4915123456789").startswith("US.ENT.")
+
+
+def test_a_failed_status_carries_no_contacts_and_parents_are_off_by_default(
+    simulator: Any, webhook_receiver: Any
+) -> None:
+    simulator.configure(
+        callback_url=webhook_receiver.url,
+        read_fraction=0.0,
+        async_fail_recipients={"+4915100000001": 131026},
+    )
+    assert post(simulator.url, template_body(to="+4915100000001", callback="wb:1")).ok
+    assert post(simulator.url, template_body(to="+4915100000002", callback="wb:2")).ok
+    assert simulator.wait_webhooks_idle(10)
+
+    by_callback: dict[str, list[dict[str, Any]]] = {}
+    for value in values(webhook_receiver):
+        for status in value["statuses"]:
+            by_callback.setdefault(status["biz_opaque_callback_data"], []).append(value)
+    [failed] = by_callback["wb:1"]
+    assert failed["statuses"][0]["status"] == "failed" and "contacts" not in failed
+    assert len(by_callback["wb:2"]) == 2
+    for value in by_callback["wb:2"]:
+        assert value["contacts"] == [
+            {
+                "profile": {"name": "Sim User"},
+                "wa_id": "4915100000002",
+                "user_id": user_id_for("4915100000002"),
+            }
+        ]
+
+
+def test_a_user_id_send_is_reported_by_user_id_with_no_phone_anywhere(
+    simulator: Any, webhook_receiver: Any
+) -> None:
+    user_id = "BR.ENT.88127766551234"
+    simulator.configure(
+        callback_url=webhook_receiver.url, read_fraction=0.0, username_recipients=[user_id]
+    )
+    body = template_body()
+    del body["to"]
+    body["recipient"] = user_id
+    assert post(simulator.url, body).ok
+    assert simulator.wait_webhooks_idle(10)
+
+    found = values(webhook_receiver)
+    assert sorted(s["status"] for v in found for s in v["statuses"]) == ["delivered", "sent"]
+    for value in found:
+        [status] = value["statuses"]
+        assert status["recipient_user_id"] == user_id and "recipient_id" not in status
+        assert value["contacts"] == [
+            {"profile": {"name": "Sim User", "username": username_for(user_id)}, "user_id": user_id}
+        ]
+    assert username_for(user_id).startswith("@sim")
+
+
+def test_statuses_without_user_ids_when_switched_off(simulator: Any, webhook_receiver: Any) -> None:
+    simulator.configure(
+        callback_url=webhook_receiver.url, read_fraction=0.0, webhook_user_ids=False
+    )
+    assert post(simulator.url, template_body(to="+4915100000003")).ok
+    assert simulator.wait_webhooks_idle(10)
+    found = values(webhook_receiver)
+    assert len(found) == 2 and not [v for v in found if "contacts" in v]
+    assert all("recipient_user_id" not in v["statuses"][0] for v in found)
+
+
+def test_a_marketing_template_to_a_us_number_is_accepted_then_fails_with_131049(
+    simulator, webhook_receiver
+) -> None:
+    """Meta's pause of marketing templates to US users: a 200 with a wamid, then a failed
+    status with 131049; a Canadian +1 number and a Jamaican one are delivered."""
+    simulator.configure(callback_url=webhook_receiver.url, read_fraction=0)
+    for to in ("+12122345678", "+14165551234", "+18765551234"):
+        response = post(simulator.url, template_body(to=to, callback=f"wb:{to}"))
+        assert response.ok, response.text
+    assert simulator.wait_webhooks_idle(10)
+    final = {s["recipient_id"]: s for s in statuses(webhook_receiver)}
+    assert final["12122345678"]["status"] == "failed"
+    assert final["12122345678"]["errors"][0]["code"] == 131049
+    assert {
+        s["status"] for s in statuses(webhook_receiver) if s["recipient_id"] != "12122345678"
+    } == {
+        "sent",
+        "delivered",
+    }

@@ -95,8 +95,9 @@ def test_us_numbers_and_opt_outs_are_reported(campaign) -> None:
     levels = {f.text: f.level for f in report.findings}
     assert (
         levels[
-            "1 US (+1) number(s) will be skipped: Meta does not deliver marketing "
-            "templates to US numbers."
+            "1 US recipient(s) will be skipped: Meta does not deliver marketing "
+            "templates to US numbers (+1 with a US area code) or to user ids issued for "
+            "them. Other +1 countries (Canada, the Caribbean) are sent."
         ]
         == WARNING
     )

@@ -18,8 +18,10 @@ from django.test import override_settings
 from campaigns.models import CampaignStatus, Contact, ListMembership
 from delivery.campaigns.launch import campaign_start
 from delivery.campaigns.preflight import campaign_preflight
+from delivery.campaigns.skips import USER_ID_REFUSED
 from delivery.cloud.client import SendRequest, build_message_body, is_user_id
 from delivery.models import Message
+from delivery.simulator.config import user_id_for
 from tests.engine_support import (
     campaign_on,
     number_on,
@@ -38,7 +40,7 @@ from webhooks.selectors import (
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ONLY_IDS = ["US.13491208655302741918", "BR.ENT.88127766551234"]
+ONLY_IDS = ["CA.13491208655302741918", "BR.ENT.88127766551234"]
 STOPPING = "IN.4455667788990011"
 BOTH = ("+447700900123", "GB.7712345678901")
 
@@ -116,6 +118,15 @@ def test_a_campaign_reaches_contacts_by_phone_by_user_id_and_by_both(live_server
         for user_id in [*ONLY_IDS, STOPPING]:
             assert bodies[user_id]["recipient"] == user_id and "to" not in bodies[user_id]
         assert bodies[BOTH[0]]["to"] == BOTH[0] and "recipient" not in bodies[BOTH[0]]
+        # The phone sends' statuses named each user's id in value.contacts[]: the contacts
+        # known by phone learnt it; the one known by both kept its own (a user id is never
+        # replaced by another), and the user-id contacts kept theirs.
+        contacts = {c.recipient: c.user_id for c in Contact.objects.all()}
+        phones = [to for to in messages if to.startswith("+") and to != BOTH[0]]
+        assert len(phones) == 3
+        assert {contacts[p] for p in phones} == {user_id_for(p) for p in phones}
+        assert contacts[BOTH[0]] == BOTH[1] != user_id_for(BOTH[0])
+        assert all(contacts[u] == u for u in [*ONLY_IDS, STOPPING])
 
         # The user behind a user id replied STOP (no phone in the message): opted out.
         stop = InboundMessage.objects.get(is_opt_out=True)
@@ -143,7 +154,9 @@ def test_a_campaign_reaches_contacts_by_phone_by_user_id_and_by_both(live_server
 
 
 @override_settings(CAMPAIGN_JOB_BUDGET_SECONDS=1.0)
-def test_an_authentication_template_to_a_user_id_fails_with_131062() -> None:
+def test_an_authentication_template_is_not_sent_to_user_ids_meta_would_refuse() -> None:
+    """Meta refuses authentication templates to a user id (131062): the launch skips those
+    recipients with the reason, and nothing is sent to them."""
     with running_simulator() as sim:
         number = number_on(sim, rate=100, reserve=0.0)
         campaign = campaign_on(sim, number, recipients=2)
@@ -158,7 +171,8 @@ def test_an_authentication_template_to_a_user_id_fails_with_131062() -> None:
         settle(sim)
         rows = {m.to: m for m in Message.objects.filter(campaign=campaign)}
         for user_id in [*ONLY_IDS, STOPPING]:
-            assert rows[user_id].status == "failed"
-            assert rows[user_id].last_error_code == 131062
+            assert rows[user_id].status == "skipped"
+            assert rows[user_id].skip_reason == USER_ID_REFUSED
+        assert not [b for b in sent_bodies(sim) if "recipient" in b]
         phones = [m for to, m in rows.items() if to.startswith("+")]
         assert len(phones) == 3 and {m.status for m in phones} == {"sent"}

@@ -1,0 +1,92 @@
+"""Who a campaign skips, and why: one definition for the launch, the pre-flight, the canary
+and a sender pool.
+
+A launch writes a row for every distinct contact on the campaign's lists; a row that will
+not go out is ``skipped`` with its reason, so the report accounts for everyone. The reasons,
+first match wins:
+
+1. the contact opted out;
+2. a marketing template to a US user: Meta does not deliver those (since 2025-04-01; "+1
+   and a US area code", or a user id issued for a US number). Canada and the Caribbean
+   share +1 and are sent (``campaigns.audience.regions``);
+3. a contact known only by its user id, for a template Meta refuses to send to user ids
+   (error 131062: copy-code buttons and authentication templates; Meta's "Business-scoped
+   user IDs" page), caught here rather than by a failed send.
+
+``SkipRules.reason_sql`` is the one SQL expression of these rules; every statement that asks
+"who will be sent" uses it or ``sendable_sql`` over the contact alias ``c``, with
+``params`` bound beside its own. The US test compares a contact's recipient's first five
+characters with the bound list of US area prefixes (``= ANY`` of a constant array is a hash
+lookup from PostgreSQL 14), so the rule costs one probe a row and needs no stored column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from campaigns.audience.regions import us_area_prefixes
+from campaigns.models import Template, TemplateCategory
+
+OPTED_OUT = "opted out"
+US_NUMBER = "US number: Meta does not deliver marketing templates to US numbers"
+US_USER_ID = "US user id: Meta does not deliver marketing templates to US users"
+USER_ID_REFUSED = "user id only: Meta does not send this template to user ids (131062)"
+REASONS = (OPTED_OUT, US_NUMBER, US_USER_ID, USER_ID_REFUSED)
+
+# Button kinds Meta refuses to send to a user id (131062); authentication templates too.
+USER_ID_REFUSED_BUTTONS = frozenset({"COPY_CODE", "OTP"})
+
+
+def user_id_refusal(template: Template) -> str:
+    """Why Meta would refuse ``template`` for a recipient known only by a user id, or ''."""
+    if template.category == TemplateCategory.AUTHENTICATION:
+        return "authentication templates"
+    for component in template.components or []:
+        if str(component.get("type", "")).upper() != "BUTTONS":
+            continue
+        for button in component.get("buttons") or []:
+            kind = str(button.get("type", "")).upper()
+            if kind in USER_ID_REFUSED_BUTTONS:
+                return f"{kind.replace('_', '-').lower()} buttons"
+    return ""
+
+
+@dataclass(frozen=True)
+class SkipRules:
+    """The skip rules for one template (see the module's docstring)."""
+
+    us_blocked: bool  # a marketing template
+    user_ids_refused: bool  # Meta refuses the template for user-id-only recipients
+
+    @classmethod
+    def for_template(cls, template: Template) -> SkipRules:
+        return cls(
+            us_blocked=template.category == TemplateCategory.MARKETING,
+            user_ids_refused=bool(user_id_refusal(template)),
+        )
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {
+            "skip_us_blocked": self.us_blocked,
+            "skip_us_prefixes": list(us_area_prefixes()),
+            "skip_user_ids_refused": self.user_ids_refused,
+        }
+
+    def reason_sql(self, alias: str = "c") -> str:
+        """The row's skip reason, '' when it goes out, over the contact alias ``alias``."""
+        c = alias
+        return f"""CASE
+            WHEN {c}.opted_out_at IS NOT NULL THEN '{OPTED_OUT}'
+            WHEN %(skip_us_blocked)s AND {c}.phone IS NOT NULL
+                 AND left({c}.phone, 5) = ANY(%(skip_us_prefixes)s::text[])
+                 THEN '{US_NUMBER}'
+            WHEN %(skip_us_blocked)s AND {c}.phone IS NULL AND {c}.user_id LIKE 'US.%%'
+                 THEN '{US_USER_ID}'
+            WHEN %(skip_user_ids_refused)s AND {c}.phone IS NULL THEN '{USER_ID_REFUSED}'
+            ELSE '' END"""
+
+    def sendable_sql(self, alias: str = "c") -> str:
+        """True for a contact the campaign sends to."""
+        return f"({self.reason_sql(alias)}) = ''"
