@@ -262,6 +262,23 @@ class Contact(models.Model):
         unique=True,
         help_text="Business-scoped user id (e.g. US.13491208655302741918), learnt from Meta.",
     )
+    # Both learnt with the user id, from the same callbacks (value-level contacts[]), and
+    # only ever for the user id the contact holds. Not unique: a parent id is shared by the
+    # user's ids across a business's portfolios, and a username may be given up and taken.
+    parent_user_id = models.CharField(
+        "WhatsApp parent user id",
+        max_length=140,
+        null=True,
+        blank=True,
+        help_text="Parent business-scoped user id (e.g. US.ENT.11815799212886844830), from Meta.",
+    )
+    username = models.CharField(
+        "WhatsApp username",
+        max_length=100,
+        null=True,
+        blank=True,
+        help_text="The user's WhatsApp username, without its leading @, as Meta last gave it.",
+    )
     name = models.CharField(max_length=200, blank=True)
     attributes = models.JSONField(default=dict, blank=True)
     opted_in_at = models.DateTimeField(null=True, blank=True)

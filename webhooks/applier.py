@@ -32,7 +32,12 @@ from webhooks.payloads import ParsedBody, PayloadRejected, StatusUpdate, body_pa
 from webhooks.services import applier_debounce_clear, applier_schedule
 from webhooks.statuses import statuses_reduce, statuses_resolve
 from webhooks.unmatched import Retry, unmatched_due_lock, unmatched_settle, unmatched_store
-from webhooks.users import preferences_apply, user_ids_from_inbound, user_ids_from_statuses
+from webhooks.users import (
+    preferences_apply,
+    user_ids_from_contacts,
+    user_ids_from_inbound,
+    user_ids_from_preferences,
+)
 from whatsblast.core.db import array_literal, bound_cursor
 
 logger = logging.getLogger(__name__)
@@ -189,7 +194,8 @@ def _statuses_apply(
     report.failure_opt_outs = effects.opted_out
     report.campaigns_paused += effects.campaigns_paused
     report.numbers_slowed += effects.numbers_slowed
-    report.user_ids_learnt += user_ids_from_statuses(resolution.matched)
+    identities = [i for e in events if e.parsed is not None for i in e.parsed.identities]
+    report.user_ids_learnt += user_ids_from_contacts(resolution.matched, identities)
     missed = set(resolution.unmatched)
     new_unmatched = [
         (statuses[i], event_ids[bisect_right(event_starts, i) - 1])
@@ -207,6 +213,9 @@ def _statuses_apply(
 
 def _others_apply(events: list[_Event], now: datetime, report: ApplyReport) -> None:
     parsed = [(e, e.parsed) for e in events if e.parsed is not None]
+    # Who the senders are first, so a STOP showing only a user id finds the contact whose
+    # phone another message of the batch tied to that id.
+    report.user_ids_learnt += user_ids_from_inbound([m for _, p in parsed for m in p.inbound])
     inbound = inbound_store(
         items=[(m, e.id) for e, p in parsed for m in p.inbound],
         fallback_times={e.id: e.received_at for e in events},
@@ -215,10 +224,9 @@ def _others_apply(events: list[_Event], now: datetime, report: ApplyReport) -> N
     report.inbound, report.opt_outs = inbound.stored, inbound.opt_outs
     report.numbers_changed = inbound.numbers_changed
     report.user_ids_changed = inbound.user_ids_changed
-    report.user_ids_learnt += user_ids_from_inbound([m for _, p in parsed for m in p.inbound])
-    preferences = preferences_apply(
-        preferences=[pref for _, p in parsed for pref in p.preferences], now=now
-    )
+    said = [pref for _, p in parsed for pref in p.preferences]
+    report.user_ids_learnt += user_ids_from_preferences(said)
+    preferences = preferences_apply(preferences=said, now=now)
     report.preference_opt_outs = preferences.opted_out
     report.preference_opt_ins = preferences.opted_in
     errors = [

@@ -149,7 +149,9 @@ def _identities_change(messages: Sequence[Inbound]) -> tuple[int, int]:
             old, new = m.previous_user_id, m.new_user_id
             # The phone, when shown, is the sender's or the system object's wa_id.
             phone = m.from_phone or m.new_phone
-            result = contact_user_id_change(old_user_id=old, new_user_id=new, phone=phone)
+            result = contact_user_id_change(
+                old_user_id=old, new_user_id=new, phone=phone, parent_user_id=m.new_parent_user_id
+            )
             user_ids += int(result.moved)
         else:
             continue

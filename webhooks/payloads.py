@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, TypeGuard
@@ -25,6 +25,7 @@ SENDER_RE = re.compile(r"\+?([1-9][0-9]{0,17})")
 # A business-scoped user id: "US.13491208655302741918", "US.ENT.5678", "user.<64 hex>".
 USER_ID_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,15}\.[A-Za-z0-9._]{1,120}")
 USER_ID_MAX = 140
+USERNAME_MAX = 100
 
 # Column sizes the parsed values are stored into.
 WAMID_MAX = 128
@@ -82,6 +83,27 @@ class Inbound:
     new_phone: str = ""
     new_user_id: str = ""
     previous_user_id: str = ""
+    # The sender's parent user id and username (``from_parent_user_id``, contacts[]), 2026.
+    from_parent_user_id: str = ""
+    username: str = ""
+    new_parent_user_id: str = ""  # user_changed_user_id: system.parent_user_id
+
+
+@dataclass(frozen=True)
+class UserIdentity:
+    """Who Meta says a user is: their phone, user id, parent user id and username.
+
+    Read from a value-level ``contacts[]`` entry (status, message and user_preferences
+    callbacks, 2026), completed by the item it stands beside. A status callback names the
+    user by their phone (``wa_id``); one that shows no phone is tied to its status instead
+    (``wamid``), so the message it answers says who the contact is.
+    """
+
+    phone: str  # E.164, "" when the phone is not shown
+    user_id: str
+    parent_user_id: str = ""
+    username: str = ""
+    wamid: str = ""  # statuses: the status this entry stands beside, when it shows no phone
 
 
 @dataclass(frozen=True)
@@ -94,6 +116,8 @@ class UserPreference:
     value: str  # stop | resume | signup | ...
     timestamp: datetime | None
     phone_number_id: str
+    parent_user_id: str = ""
+    username: str = ""  # from the value's contacts[] entry for the same user
 
 
 @dataclass(frozen=True)
@@ -149,6 +173,9 @@ class ParsedBody:
     preferences: list[UserPreference] = field(default_factory=list)
     templates: list[TemplateStatusChange] = field(default_factory=list)
     accounts: list[AccountChange] = field(default_factory=list)
+    # Value-level contacts[] entries naming a phone and a user id, and those of status
+    # values tied to their status: the user id of a phone-addressed send is only there.
+    identities: list[UserIdentity] = field(default_factory=list)
     # Everything seen, for the event's summary: "statuses.sent", "field.account_alerts", ...
     counts: Counter[str] = field(default_factory=Counter)
 
@@ -224,16 +251,21 @@ def _change_parse(parsed: ParsedBody, waba_id: str, name: str, value: dict[str, 
 
 def _messages_value_parse(parsed: ParsedBody, value: dict[str, Any]) -> None:
     phone_number_id = _text(_dict(value.get("metadata")).get("phone_number_id"), 64)
-    profiles = _profiles(value.get("contacts"))
+    entries = _contact_entries(value.get("contacts"))
+    statuses: list[StatusUpdate] = []
     for item in _items(value, "statuses", parsed):
         status = status_parse(item, phone_number_id=phone_number_id)
         if status is None:
             parsed.counts["malformed.status"] += 1
             continue
-        parsed.statuses.append(status)
+        statuses.append(status)
         parsed.counts[f"statuses.{status.status}"] += 1
-    for item in _items(value, "messages", parsed):
-        inbound = _inbound_parse(item, phone_number_id, profiles)
+    parsed.statuses.extend(statuses)
+    if entries:
+        parsed.identities.extend(_value_identities(entries, statuses))
+    items = _items(value, "messages", parsed)
+    for item in items:
+        inbound = _inbound_parse(item, phone_number_id, entries, alone=len(items) == 1)
         if inbound is None:
             parsed.counts["malformed.message"] += 1
             continue
@@ -247,21 +279,28 @@ def _messages_value_parse(parsed: ParsedBody, value: dict[str, Any]) -> None:
 
 def _preferences_parse(parsed: ParsedBody, value: dict[str, Any]) -> None:
     phone_number_id = _text(_dict(value.get("metadata")).get("phone_number_id"), 64)
-    for item in _items(value, "user_preferences", parsed):
+    items = _items(value, "user_preferences", parsed)
+    entries = _contact_entries(value.get("contacts")) if items else []
+    if entries:
+        parsed.identities.extend(_value_identities(entries, []))
+    for item in items:
         phone = _phone(item.get("wa_id"))
         user_id = _user_id(item.get("user_id"))
         choice = _text(item.get("value"), 32).lower()
         if not (phone or user_id) or not choice:
             parsed.counts["malformed.user_preferences"] += 1
             continue
+        entry, _ = _entry_for(entries, phone=phone, user_id=user_id, alone=len(items) == 1)
         parsed.preferences.append(
             UserPreference(
                 phone=phone,
-                user_id=user_id,
+                user_id=user_id or entry.user_id,
                 category=_text(item.get("category"), 64).lower(),
                 value=choice,
                 timestamp=epoch_parse(item.get("timestamp")),
                 phone_number_id=phone_number_id,
+                parent_user_id=_user_id(item.get("parent_user_id")) or entry.parent_user_id,
+                username=entry.username,
             )
         )
         parsed.counts[f"user_preferences.{choice}"] += 1
@@ -278,6 +317,94 @@ def _user_id(value: Any) -> str:
         return ""
     value = value.strip()
     return value if len(value) <= USER_ID_MAX and USER_ID_RE.fullmatch(value) else ""
+
+
+def _username(value: Any) -> str:
+    """A username without its leading ``@``: Meta's page prints ``@pablomorales``, courier's
+    fixtures ``kfisher``; stored one way, a search finds it either way."""
+    if not isinstance(value, str):
+        return ""
+    name = value.strip().lstrip("@").strip()
+    return name if len(name) <= USERNAME_MAX and "\x00" not in name else ""
+
+
+_NO_ENTRY = UserIdentity(phone="", user_id="")
+
+
+def _contact_entries(contacts: Any) -> list[tuple[UserIdentity, str]]:
+    """A value's ``contacts[]``: each entry's identity and profile name.
+
+    ``{profile{name, username?}, wa_id?, user_id?, parent_user_id?}``; a ``wa_id`` that is no
+    phone (blank, a user id) counts as none.
+    """
+    if not isinstance(contacts, list):
+        return []
+    entries = []
+    for contact in contacts:
+        if not isinstance(contact, dict):
+            continue
+        profile = _dict(contact.get("profile"))
+        identity = UserIdentity(
+            phone=_phone(contact.get("wa_id")),
+            user_id=_user_id(contact.get("user_id")),
+            parent_user_id=_user_id(contact.get("parent_user_id")),
+            username=_username(profile.get("username")),
+        )
+        entries.append((identity, _text(profile.get("name"), 200)))
+    return entries
+
+
+def _entry_for(
+    entries: list[tuple[UserIdentity, str]], *, phone: str, user_id: str, alone: bool
+) -> tuple[UserIdentity, str]:
+    """The ``contacts[]`` entry (and profile name) naming this sender: by phone, by user id,
+    or the value's only entry when the value carries only this item and the entry shows no
+    other phone.
+
+    Meta's own example prints the entry's ``user_id`` with a stray leading ``u``
+    (``uUS.1349…`` beside ``from_user_id: US.1349…``), so the only entry is taken without
+    its user id having to agree; the item's own fields win over the entry's.
+    """
+    for entry, name in entries:
+        if phone and entry.phone == phone:
+            return entry, name
+    for entry, name in entries:
+        if user_id and entry.user_id == user_id:
+            return entry, name
+    if alone and len(entries) == 1 and entries[0][0].phone in ("", phone):
+        return entries[0]
+    return _NO_ENTRY, ""
+
+
+def _value_identities(
+    entries: list[tuple[UserIdentity, str]], statuses: list[StatusUpdate]
+) -> list[UserIdentity]:
+    """The identities a value's ``contacts[]`` gives. For statuses (Meta, 2026: on sent,
+    delivered and read) it is the only place the user id of a phone-addressed send is named.
+
+    An entry with a phone names its contact by that phone, whatever the value carries. One
+    without is tied to the status whose ``recipient_user_id`` it repeats, or to the value's
+    only message; group statuses are never tied (their entry is a participant, not the
+    message's recipient). A message's or preference's own entry is read with its item.
+    """
+    found: list[UserIdentity] = []
+    direct = [s for s in statuses if s.raw.get("recipient_type") != "group"]
+    only_wamid = direct[0].wamid if len({s.wamid for s in direct}) == 1 else ""
+    for entry, _ in entries:
+        if not entry.user_id:
+            continue
+        if entry.phone:
+            found.append(entry)
+            continue
+        if not direct:
+            continue
+        wamid = next(
+            (s.wamid for s in direct if s.recipient_user_id == entry.user_id),
+            only_wamid if len(entries) == 1 else "",
+        )
+        if wamid:
+            found.append(replace(entry, wamid=wamid))
+    return found
 
 
 def _items(value: dict[str, Any], key: str, parsed: ParsedBody) -> list[dict[str, Any]]:
@@ -334,12 +461,18 @@ def status_parse(item: dict[str, Any], *, phone_number_id: str) -> StatusUpdate 
 
 
 def _inbound_parse(
-    item: dict[str, Any], phone_number_id: str, profiles: dict[str, str]
+    item: dict[str, Any],
+    phone_number_id: str,
+    entries: list[tuple[UserIdentity, str]],
+    *,
+    alone: bool = True,
 ) -> Inbound | None:
     """One ``messages[]`` item; ``None`` without a wamid or any sender at all.
 
     The sender is ``from`` (a phone number, or in some payloads a user id), ``from_user_id``
-    (a business-scoped user id, 2026), or both; a blank ``from`` means no phone was shared.
+    (a business-scoped user id, 2026), or both; a blank or missing ``from`` means no phone
+    was shared. A message naming neither is still someone's when the value's ``contacts[]``
+    entry for it gives the user id; the entry also gives the parent user id and username.
     """
     wamid = item.get("id")
     if not _is_wamid(wamid):
@@ -347,6 +480,8 @@ def _inbound_parse(
     sender = item.get("from")
     phone = _phone(sender)
     user_id = _user_id(item.get("from_user_id")) or ("" if phone else _user_id(sender))
+    entry, profile_name = _entry_for(entries, phone=phone, user_id=user_id, alone=alone)
+    user_id = user_id or entry.user_id
     kind = _text(item.get("type"), 32) or _kind_guess(item)
     system = _dict(item.get("system")) if kind == "system" else {}
     previous = _previous_user_id(system, user_id)
@@ -362,7 +497,7 @@ def _inbound_parse(
         type=kind,
         text=text,
         button_payload=payload,
-        profile_name=profiles.get(phone[1:], "") or profiles.get(user_id, ""),
+        profile_name=profile_name,
         timestamp=epoch_parse(item.get("timestamp")),
         phone_number_id=phone_number_id,
         raw=item,
@@ -370,6 +505,9 @@ def _inbound_parse(
         new_phone=_phone(system.get("wa_id")),
         new_user_id=_user_id(system.get("user_id")),
         previous_user_id=previous,
+        from_parent_user_id=_user_id(item.get("from_parent_user_id")) or entry.parent_user_id,
+        username=entry.username,
+        new_parent_user_id=_user_id(system.get("parent_user_id")),
     )
 
 
@@ -415,19 +553,6 @@ def _inbound_content(kind: str, item: dict[str, Any]) -> tuple[str, str]:
         return "", ""
     # Media and others: keep the caption, if any.
     return _text(body.get("caption"), 10_000), ""
-
-
-def _profiles(contacts: Any) -> dict[str, str]:
-    if not isinstance(contacts, list):
-        return {}
-    names: dict[str, str] = {}
-    for contact in contacts:
-        if isinstance(contact, dict) and isinstance(contact.get("profile"), dict):
-            name = _text(contact["profile"].get("name"), 200)
-            for key in ("wa_id", "user_id"):
-                if who := _text(contact.get(key), USER_ID_MAX):
-                    names[who] = name
-    return names
 
 
 def _error_fields(item: dict[str, Any]) -> tuple[int | None, str, str, str]:

@@ -2,6 +2,28 @@
 
 Nothing here runs on the send path: a send only schedules timers; a batcher task and a
 bounded number of POSTs in flight do the rest on the same event loop.
+
+The shapes, and where Meta documents them:
+
+* A status (``id``, ``status``, ``timestamp``, ``recipient_id``, ``biz_opaque_callback_data``,
+  ``conversation``, ``pricing``, ``errors`` on ``failed``): "Status messages webhook
+  reference", https://developers.facebook.com/documentation/business-messaging/whatsapp/webhooks/reference/messages/status
+  (Updated 2025-11-20).
+* Who the user is (business-scoped user ids): "Business-scoped user IDs",
+  https://developers.facebook.com/documentation/business-messaging/whatsapp/business-scoped-user-ids
+  (Updated 2026-02-06). A status of a send to a phone carries ``recipient_id`` (the phone)
+  and no ``recipient_user_id``, which is "only included if the message was sent to a
+  BSUID"; the user's id comes in the value's ``contacts[{profile{name, username?}, wa_id?,
+  user_id, parent_user_id?}]``, on sent, delivered and read statuses, not on failed ones.
+  A status of a send to a user id carries ``recipient_user_id`` and neither
+  ``recipient_id`` nor a ``wa_id``. Inbound messages name the sender by ``from`` (omitted
+  when the phone is hidden), ``from_user_id`` and ``from_parent_user_id``, beside the same
+  ``contacts[]``; ``user_preferences`` items by ``wa_id?``, ``user_id``, ``parent_user_id?``.
+  A later revision of the same page (Updated 2026-05-07) says ``recipient_user_id`` (and
+  ``recipient_parent_user_id``) come on every status but a failed one to a phone, and the
+  username only on delivered and read; the simulator keeps the 2026-02-06 shape, where the
+  ``contacts[]`` entry is the only place the id of a phone is named (the receiver reads
+  both).
 """
 
 from __future__ import annotations
@@ -19,7 +41,13 @@ from typing import Any
 
 import aiohttp
 
-from delivery.simulator.config import SimConfig, is_user_id, user_id_for
+from delivery.simulator.config import (
+    SimConfig,
+    is_user_id,
+    parent_user_id_for,
+    user_id_for,
+    username_for,
+)
 from delivery.simulator.errors import webhook_error
 
 logger = logging.getLogger(__name__)
@@ -156,6 +184,7 @@ class WebhookDispatcher:
         # A user reached by their user id has no phone the simulator could show.
         hidden = recipient in cfg.username_recipients or is_user_id(recipient)
         user_id = user_id_for(recipient)
+        parent = parent_user_id_for(recipient) if cfg.webhook_parent_user_ids else ""
         if text is not None:
             item: dict[str, Any] = {
                 "id": f"wamid.in.{message.wamid}",
@@ -164,6 +193,8 @@ class WebhookDispatcher:
                 "text": {"body": text},
                 "from_user_id": user_id,
             }
+            if parent:
+                item["from_parent_user_id"] = parent
             if not hidden:
                 item["from"] = recipient
             self._later(delay_s, message, item, "messages")
@@ -175,6 +206,8 @@ class WebhookDispatcher:
                 "value": choice,
                 "timestamp": int(message.accepted_at + delay_s),
             }
+            if parent:
+                pref["parent_user_id"] = parent
             if not hidden:
                 pref["wa_id"] = recipient
             self._later(delay_s, message, pref, "user_preferences")
@@ -204,12 +237,13 @@ class WebhookDispatcher:
     ) -> dict[str, Any]:
         stamp = int(message.accepted_at + delay_ms / 1000.0)
         item: dict[str, Any] = {"id": message.wamid, "status": status, "timestamp": str(stamp)}
-        # A send to a user id has no phone to name: only recipient_user_id (Meta, 2026).
-        to_user_id = is_user_id(message.recipient_id)
-        if not to_user_id:
+        # The recipient as the send named them: a phone in recipient_id, or a user id in
+        # recipient_user_id, never both (Meta, 2026: recipient_user_id only for a send to a
+        # user id). The user id of a phone is in the value's contacts[] (_envelope).
+        if is_user_id(message.recipient_id):
+            item["recipient_user_id"] = message.recipient_id
+        else:
             item["recipient_id"] = message.recipient_id
-        if self.config.webhook_user_ids or to_user_id:
-            item["recipient_user_id"] = user_id_for(message.recipient_id)
         if message.callback_data:
             item["biz_opaque_callback_data"] = message.callback_data
         if status == "failed":
@@ -253,7 +287,7 @@ class WebhookDispatcher:
                     break
             if self.config.webhook_out_of_order:
                 self.rng.shuffle(batch)
-            body = meta_json(_envelope(batch))
+            body = meta_json(_envelope(batch, self.config))
             self._spawn(self._post(body, len(batch), attempt=0))
 
     def _spawn(self, coro: Any) -> None:
@@ -301,11 +335,13 @@ class WebhookDispatcher:
         return {**self.counts, "pending": self.pending}
 
 
-def _envelope(batch: list[tuple[SentMessage, str, dict[str, Any]]]) -> dict[str, Any]:
+def _envelope(
+    batch: list[tuple[SentMessage, str, dict[str, Any]]], config: SimConfig
+) -> dict[str, Any]:
     """Meta's envelope: one entry per WABA, one change per phone number and field.
 
-    Messages and user_preferences name their user in ``contacts[]`` (2026: the wa_id only
-    when the user shares their phone, always the user_id).
+    Statuses, messages and user_preferences name their user in the value's ``contacts[]``
+    (see the module's sources), one entry per user.
     """
     entries: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
     for message, kind, item in batch:
@@ -325,11 +361,8 @@ def _envelope(batch: list[tuple[SentMessage, str, dict[str, Any]]]) -> dict[str,
             }
         value = change["value"]
         value.setdefault(kind, []).append(item)
-        if kind in ("messages", "user_preferences"):
-            contact: dict[str, Any] = {"profile": {"name": "Sim User"}}
-            if "from" in item or "wa_id" in item:
-                contact["wa_id"] = message.recipient_id
-            contact["user_id"] = user_id_for(message.recipient_id)
+        contact = _contact_entry(message, kind, item, config)
+        if contact is not None and contact not in value.get("contacts", []):
             value.setdefault("contacts", []).append(contact)
     return {
         "object": "whatsapp_business_account",
@@ -338,6 +371,40 @@ def _envelope(batch: list[tuple[SentMessage, str, dict[str, Any]]]) -> dict[str,
             for waba_id, changes in entries.items()
         ],
     }
+
+
+# Statuses that name their user in contacts[]: Meta leaves them off failed ones.
+_STATUSES_WITH_CONTACTS = ("sent", "delivered", "read")
+
+
+def _contact_entry(
+    message: SentMessage, kind: str, item: dict[str, Any], config: SimConfig
+) -> dict[str, Any] | None:
+    """The ``contacts[]`` entry for the user an item is about, or ``None`` for none.
+
+    ``{profile{name, username?}, wa_id?, user_id, parent_user_id?}``: ``wa_id`` only when
+    the item shows the phone (a status's ``recipient_id``, a message's ``from``, a
+    preference's ``wa_id``), the username for users who have one (username_recipients).
+    """
+    if kind == "statuses":
+        if not config.webhook_user_ids or item.get("status") not in _STATUSES_WITH_CONTACTS:
+            return None
+        shows_phone = "recipient_id" in item
+    elif kind in ("messages", "user_preferences"):
+        shows_phone = "from" in item or "wa_id" in item
+    else:
+        return None
+    recipient = message.recipient_id
+    profile: dict[str, Any] = {"name": "Sim User"}
+    if recipient in config.username_recipients:
+        profile["username"] = username_for(recipient)
+    contact: dict[str, Any] = {"profile": profile}
+    if shows_phone:
+        contact["wa_id"] = recipient
+    contact["user_id"] = user_id_for(recipient)
+    if config.webhook_parent_user_ids:
+        contact["parent_user_id"] = parent_user_id_for(recipient)
+    return contact
 
 
 def _conversation_id(message: SentMessage) -> str:

@@ -217,6 +217,37 @@ def test_list_pages_cost_the_same_with_more_rows(staff: Client, rows: dict[str, 
     assert changelist_queries(staff, type(rows["message"].contact)) == contacts_few
 
 
+def test_a_contacts_parent_user_id_and_username_are_shown_read_only_and_found(
+    staff: Client,
+) -> None:
+    from campaigns.models import Contact
+
+    pablo = Contact.objects.create(
+        phone="+16505551234",
+        user_id="US.13491208655302741918",
+        parent_user_id="US.ENT.11815799212886844830",
+        username="pablomorales",
+        name="Pablo",
+    )
+    make_contact(phone="+16505551235", name="pablomorales fan")
+    page = staff.get(admin_url(Contact, "change", pablo.pk)).content.decode()
+    assert "US.ENT.11815799212886844830" in page and "pablomorales" in page
+    assert 'name="username"' not in page and 'name="parent_user_id"' not in page
+    # Posting them changes nothing: Meta's callbacks are their only source.
+    form = {"phone": pablo.phone, "user_id": pablo.user_id, "name": "Pablo", "attributes": ""}
+    assert (
+        staff.post(admin_url(Contact, "change", pablo.pk), {**form, "username": "x"}).status_code
+        == 302
+    )
+    assert Contact.objects.get(pk=pablo.pk).username == "pablomorales"
+    for term in ("pablomorales", "@pablomorales", "PabloMorales"):
+        found = staff.get(admin_url(Contact, "changelist"), {"q": term}).context["cl"]
+        names = {c.name for c in found.result_list}
+        assert "Pablo" in names, term
+    only_at = staff.get(admin_url(Contact, "changelist"), {"q": "@pablomorales"}).context["cl"]
+    assert [c.pk for c in only_at.result_list] == [pablo.pk]
+
+
 def test_a_contact_known_only_by_its_user_id_is_listed_added_and_found(staff: Client) -> None:
     from campaigns.models import Contact
 

@@ -2,7 +2,8 @@
 campaign to the same list.
 
 The simulator sends the campaign's status callbacks (naming each recipient's
-business-scoped user id, as Meta does in 2026), then the users act: three tap "stop
+business-scoped user id in value.contacts[], as Meta does in 2026, which every contact
+reached learns), then the users act: three tap "stop
 marketing messages" (``user_preferences``), three had already stopped, so their sends fail
 by status callback with 131050, and one replies "STOP" under a username, with no phone in
 the message (``from_user_id`` only). The next campaign to the list skips all seven.
@@ -19,6 +20,7 @@ from django.test import override_settings
 from campaigns.models import CampaignStatus, Contact
 from delivery.campaigns.launch import campaign_start
 from delivery.models import Message
+from delivery.simulator.config import user_id_for, username_for
 from tests.engine_support import (
     campaign_on,
     number_on,
@@ -75,6 +77,27 @@ def test_every_kind_of_opt_out_holds_for_the_next_campaign(
         assert stop.from_phone == "" and stop.from_user_id.startswith("US.")
         assert stop.is_opt_out and stop.contact is not None and stop.contact.phone == username
         assert stop.campaign_id == first.pk
+
+        # Each status of these sends to phones named the user's id only in value.contacts[]
+        # (Meta, 2026: recipient_user_id only for a send to a user id, and no contacts[] on
+        # a failed status): every contact reached learnt its id from them, the username
+        # user its username too; the three whose sends failed learnt nothing.
+        values = [c["value"] for b in bodies for e in b["entry"] for c in e["changes"]]
+        statuses = [s for v in values for s in v.get("statuses", [])]
+        assert {s["status"] for s in statuses} == {"sent", "delivered", "failed"}
+        assert not [s for s in statuses if "recipient_user_id" in s]
+        assert all(
+            v.get("contacts")
+            for v in values
+            if "statuses" in v and v["statuses"][0]["status"] != "failed"
+        )
+        known = {str(c.phone): c for c in Contact.objects.all()}
+        assert len(known) == RECIPIENTS
+        for number_phone, contact in known.items():
+            expected = None if number_phone in async_stop else user_id_for(number_phone)
+            assert contact.user_id == expected, number_phone
+        assert known[username].username == username_for(username).lstrip("@")
+        assert {c.username for p, c in known.items() if p != username} == {None}
 
         stopped = set(
             Contact.objects.filter(opted_out_at__isnull=False).values_list("phone", flat=True)

@@ -28,7 +28,7 @@ from campaigns.models import (
 )
 from delivery.models import Message
 from tests.factories import make_campaign, make_contact, make_contact_list, make_template
-from tests.webhooks.support import URL, apply, make_message, meta_bytes, sign
+from tests.webhooks.support import URL, apply, make_message, meta_bytes, sign, statuses_of
 from webhooks.models import InboundMessage, UnmatchedStatus, WebhookEvent, WebhookEventStatus
 from webhooks.payloads import body_parse
 from whatsblast.core.redis import get_redis
@@ -238,6 +238,233 @@ def test_a_user_id_held_by_another_contact_is_not_moved(
     assert contact.user_id is None and holder.user_id == status["recipient_user_id"]
 
 
+def contacts_entries(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for v in values(payload) for c in v.get("contacts", []) if c.get("user_id")]
+
+
+# Every status fixture whose value names the user in contacts[] with a user id; the group
+# status is left out: its entry is a group participant with placeholder values, never the
+# recipient of a message of ours (tested below).
+STATUS_CONTACT_FIXTURES = [
+    n
+    for n in webhook_fixtures()
+    if n.startswith("statuses/") and "group" not in n and contacts_entries(real(n))
+]
+
+
+def test_the_status_fixtures_with_user_ids_in_contacts_are_all_replayed() -> None:
+    assert len(STATUS_CONTACT_FIXTURES) >= 10, STATUS_CONTACT_FIXTURES
+    assert "statuses/meta_doc_2025_11_bsuid_delivered_with_phone" in STATUS_CONTACT_FIXTURES
+
+
+def username_of(entry: dict[str, Any]) -> str | None:
+    return str(entry["profile"]["username"]).lstrip("@") if "username" in entry["profile"] else None
+
+
+@pytest.mark.parametrize("name", STATUS_CONTACT_FIXTURES)
+def test_a_status_teaches_the_contact_its_ids_and_username_from_contacts(
+    client: Client, number: PhoneNumber, name: str
+) -> None:
+    """Row: status value contacts[] (user_id, parent_user_id, profile.username).
+
+    With a phone (wa_id) the contact is found by it and learns its user id; without one
+    (a send to a user id, Meta's withheld-phone shapes) the entry is tied to its status and
+    the contact, known by the id it was sent to, learns the parent id and username.
+    """
+    payload = real(name)
+    [entry] = contacts_entries(payload)
+    [status] = statuses_of(payload)
+    status.pop("biz_opaque_callback_data", None)
+    if entry.get("wa_id"):
+        contact = make_contact(phone="+" + entry["wa_id"])
+        assert "recipient_user_id" not in status or name.endswith(
+            "2026_02_bsuid_delivered_with_phone"
+        )
+    else:
+        contact = make_contact(user_id=entry["user_id"])
+    make_message(phone_number=number, status="sending", wamid=status["id"], contact=contact, to="x")
+    deliver(client, payload)
+    contact.refresh_from_db()
+    assert contact.user_id == entry["user_id"]
+    assert contact.parent_user_id == entry.get("parent_user_id")
+    assert contact.username == username_of(entry)
+
+
+def test_a_status_without_a_phone_teaches_the_contact_of_its_message_by_wamid(
+    client: Client, number: PhoneNumber
+) -> None:
+    """Row: status value contacts[] without wa_id, the status without recipient_user_id:
+    the entry is tied to the value's only status, so to the message's contact."""
+    payload = real("statuses/meta_doc_2026_02_bsuid_delivered_without_phone")
+    [status] = statuses_of(payload)
+    del status["recipient_user_id"]
+    contact = make_contact(phone="+16505551234")
+    make_message(phone_number=number, status="sent", wamid=status["id"], contact=contact, to="x")
+    other = make_contact(phone="+16505551235")
+    deliver(client, payload)
+    contact.refresh_from_db()
+    other.refresh_from_db()
+    assert (contact.user_id, contact.parent_user_id, contact.username) == (
+        "US.13491208655302741918",
+        "US.11815799212886844830",
+        "pablomorales",
+    )
+    assert other.user_id is None
+
+
+def test_a_group_status_teaches_no_contact(client: Client, number: PhoneNumber) -> None:
+    """Row: group status contacts[]: a participant, not our message's recipient."""
+    payload = real("statuses/pywa_group_read_bsuid")
+    [status] = statuses_of(payload)
+    contact = make_contact(phone="+16505551234")
+    make_message(phone_number=number, status="sent", wamid=status["id"], contact=contact, to="x")
+    deliver(client, payload)
+    contact.refresh_from_db()
+    assert contact.user_id is None and contact.username is None
+
+
+def test_contacts_never_replace_a_user_id_nor_take_one_from_its_holder(
+    client: Client, number: PhoneNumber
+) -> None:
+    """Row: status value contacts[] naming an id another contact holds, or a contact that
+    holds another id: nothing moves, and no parent id or username is taken for it."""
+    payload = real("statuses/meta_doc_2025_11_bsuid_delivered_with_phone")
+    [entry] = contacts_entries(payload)
+    holder = make_contact(user_id=entry["user_id"])
+    phone_only = make_contact(phone="+16505551234")
+    deliver(client, payload)
+    holder.refresh_from_db()
+    phone_only.refresh_from_db()
+    assert phone_only.user_id is None and phone_only.username is None
+    assert holder.user_id == entry["user_id"]
+
+    values(payload)[0]["contacts"][0]["user_id"] = "US.99"
+    holder.delete()
+    phone_only.user_id = "US.1"
+    phone_only.save()
+    payload["entry"][0]["changes"][0]["value"]["statuses"][0]["id"] = "wamid.other"
+    deliver(client, payload)
+    phone_only.refresh_from_db()
+    assert (phone_only.user_id, phone_only.username) == ("US.1", None)
+
+
+def test_a_later_username_replaces_the_earlier_one_and_a_missing_one_keeps_it(
+    client: Client, number: PhoneNumber
+) -> None:
+    payload = real("statuses/meta_doc_2026_02_bsuid_delivered_with_phone")
+    contact = make_contact(phone="+16505551234")
+    deliver(client, payload)
+    contact.refresh_from_db()
+    assert contact.username == "pablomorales"
+    entry = values(payload)[0]["contacts"][0]
+    entry["profile"]["username"] = "pablo_m"
+    statuses_of(payload)[0]["id"] = "wamid.second"
+    deliver(client, payload)
+    contact.refresh_from_db()
+    assert contact.username == "pablo_m"
+    del entry["profile"]["username"]
+    statuses_of(payload)[0]["id"] = "wamid.third"
+    deliver(client, payload)
+    contact.refresh_from_db()
+    assert contact.username == "pablo_m"
+
+
+@pytest.mark.parametrize(
+    "name", ["inbound/meta_doc_2026_02_bsuid_text_no_phone", "inbound/courier_text_bsuid_no_from"]
+)
+@pytest.mark.parametrize("only_contacts", [False, True], ids=["from_user_id", "contacts_only"])
+def test_a_message_without_from_is_stored_and_its_stop_opts_the_contact_out(
+    client: Client, number: PhoneNumber, name: str, only_contacts: bool
+) -> None:
+    """Row: messages[] with no from; the sender named by from_user_id, or (contacts_only)
+    by the value's contacts[].user_id alone. Meta's page prints the entry's id as
+    "uUS.1349…" beside from_user_id "US.1349…"; from_user_id wins when present."""
+    payload = real(name)
+    value = values(payload)[0]
+    [message] = value["messages"]
+    [entry] = value["contacts"]
+    if only_contacts:
+        del message["from_user_id"], message["from_parent_user_id"]
+    user_id = entry["user_id"] if only_contacts else message["from_user_id"]
+    contact = make_contact(user_id=user_id)
+    pending = make_message(
+        phone_number=number, status="pending", campaign=running_campaign(number), contact=contact
+    )
+    message["text"]["body"] = "STOP"
+    deliver(client, payload)
+
+    stored = InboundMessage.objects.get()
+    assert (stored.wamid, stored.from_phone, stored.from_user_id) == (message["id"], "", user_id)
+    assert stored.contact == contact and stored.is_opt_out
+    assert stored.profile_name == entry["profile"]["name"]
+    contact.refresh_from_db()
+    assert contact.opted_out_at is not None
+    assert contact.parent_user_id == entry["parent_user_id"]
+    assert contact.username == entry["profile"]["username"].lstrip("@")
+    pending.refresh_from_db()
+    assert pending.status == "skipped"
+
+
+def test_a_stop_by_user_id_finds_the_contact_another_message_of_the_batch_tied_it_to(
+    client: Client, number: PhoneNumber
+) -> None:
+    """The senders are learnt before the messages are matched: a phone + user id message
+    and a STOP naming only the user id, in one callback, opt the phone's contact out."""
+    contact = make_contact(phone="+972987654321")
+    payload = real("inbound/pywa_button_from_user_id_no_context")
+    del values(payload)[0]["contacts"][0]["user_id"]  # tied by the message's own fields
+    stop = real("inbound/courier_text_bsuid_no_from")
+    stop_value = values(stop)[0]
+    stop_value["messages"][0].update(from_user_id="US.13491208655302741918", id="wamid.stop")
+    stop_value["messages"][0]["text"]["body"] = "STOP"
+    stop_value["contacts"][0]["user_id"] = "US.13491208655302741918"
+    payload["entry"][0]["changes"].append(stop["entry"][0]["changes"][0])
+    deliver(client, payload)
+    contact.refresh_from_db()
+    assert contact.user_id == "US.13491208655302741918"
+    assert contact.opted_out_at is not None
+    assert InboundMessage.objects.get(wamid="wamid.stop").contact == contact
+
+
+def test_a_message_without_from_or_any_user_id_is_dropped_as_malformed(
+    client: Client, number: PhoneNumber
+) -> None:
+    payload = real("inbound/courier_text_bsuid_no_from")
+    value = values(payload)[0]
+    del value["messages"][0]["from_user_id"], value["contacts"][0]["user_id"]
+    assert post(client, payload) == 200
+    apply()
+    assert not InboundMessage.objects.exists()
+    assert WebhookEvent.objects.get().summary.get("malformed.message") == 1
+
+
+def test_a_user_preferences_value_teaches_the_user_ids_its_contacts_name(
+    client: Client, number: PhoneNumber
+) -> None:
+    """Row: user_preferences contacts[] (wa_id, user_id, parent_user_id)."""
+    named = make_contact(phone="+972987654321")
+    deliver(client, real("user_preferences/pywa_resume_contacts_bsuid"))
+    named.refresh_from_db()
+    assert named.user_id == "US.13491208655302741918"
+    assert named.parent_user_id == "US.ENT.11815799212886844830"
+
+
+def test_a_user_preferences_item_gives_its_parent_user_id(
+    client: Client, number: PhoneNumber
+) -> None:
+    """Row: user_preferences[] wa_id + user_id + parent_user_id (Meta, 2026)."""
+    contact = make_contact(phone="+16505551234")
+    payload = real("user_preferences/meta_doc_resume")
+    [item] = values(payload)[0]["user_preferences"]
+    item.update(user_id="US.13491208655302741918", parent_user_id="US.ENT.1181579921")
+    deliver(client, payload)
+    contact.refresh_from_db()
+    assert (contact.user_id, contact.parent_user_id) == (
+        "US.13491208655302741918",
+        "US.ENT.1181579921",
+    )
+
+
 def test_a_message_from_phone_and_user_id_ties_them_on_the_contact(
     client: Client, number: PhoneNumber
 ) -> None:
@@ -246,6 +473,7 @@ def test_a_message_from_phone_and_user_id_ties_them_on_the_contact(
     deliver(client, real("inbound/pywa_button_from_user_id_no_context"))
     contact.refresh_from_db()
     assert contact.user_id == "US.13491208655302741918"
+    assert contact.parent_user_id == "US.ENT.11815799212886844830"
 
 
 # --- user_preferences --------------------------------------------------------------------
@@ -616,6 +844,18 @@ def test_a_changed_user_id_moves_the_contact_with_its_history_and_opt_out(
     assert not Contact.objects.filter(user_id=OLD_ID).exists()
 
 
+def test_a_changed_user_id_records_the_parent_user_id_it_names(
+    client: Client, number: PhoneNumber
+) -> None:
+    """Row: messages[] system user_changed_user_id with system.parent_user_id."""
+    contact = Contact.objects.create(user_id=OLD_ID, parent_user_id="US.ENT.1")
+    payload = user_id_changed(sender=True)
+    values(payload)[0]["messages"][0]["system"]["parent_user_id"] = "US.ENT.2"
+    deliver(client, payload)
+    contact.refresh_from_db()
+    assert (contact.user_id, contact.parent_user_id) == (NEW_ID, "US.ENT.2")
+
+
 def test_a_changed_user_id_onto_an_existing_contact_carries_the_opt_out(
     client: Client, number: PhoneNumber
 ) -> None:
@@ -676,7 +916,10 @@ def test_the_parser_reads_bsuid_senders_of_every_shape() -> None:
         "inbound/courier_text_bsuid_no_from": ("", "US.1234"),
         "inbound/courier_text_bsuid_in_from_field": ("", "US.1234"),
         "inbound/meta_doc_2025_11_bsuid_text_empty_from": ("", "user.93737..."),
-        "inbound/pywa_text_contacts_bsuid": None,
+        # No from_user_id: the sender's contacts[] entry (same wa_id) gives the user id.
+        "inbound/pywa_text_contacts_bsuid": ("+972987654321", "US.13491208655302741918"),
+        "inbound/meta_doc_2026_02_bsuid_text_no_phone": ("", "US.13491208655302741918"),
+        "inbound/pywa_button_from_user_id_no_context": None,
     }
     for name, expected in shapes.items():
         parsed = body_parse(copy.deepcopy(real(name)))

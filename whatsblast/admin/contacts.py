@@ -107,10 +107,23 @@ class ContactAdmin(LargeTableAdmin):
     list_display = ("phone", "user_id", "name", "opted_in_at", "opted_out_at", "created_at")
     list_filter = (("opted_out_at", admin.EmptyFieldListFilter), "lists")
     # "=phone" and "=user_id" are exact matches their unique indexes serve; name search
-    # scans, as it must.
-    search_fields = ("=phone", "=user_id", "name")
+    # scans, as it must, and the username (no index) is matched on the way.
+    search_fields = ("=phone", "=user_id", "=username", "name")
     search_help_text = (
-        "Exact E.164 phone (+5511999990000), exact WhatsApp user id (US.1349…) or part of a name."
+        "Exact E.164 phone (+5511999990000), exact WhatsApp user id (US.1349…), exact "
+        "WhatsApp username (with or without @) or part of a name."
     )
     ordering = ("phone", "user_id")
-    readonly_fields = ("created_at", "updated_at")
+    # Learnt from Meta's callbacks with the user id, never typed in.
+    readonly_fields = ("parent_user_id", "username", "created_at", "updated_at")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: Any, search_term: str
+    ) -> tuple[Any, bool]:
+        results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
+        # Usernames are stored without their "@" (Meta writes them both ways): "@kfisher"
+        # finds the contact "kfisher" does.
+        bare = search_term.strip().lstrip("@")
+        if bare and bare != search_term.strip():
+            results |= queryset.filter(username__iexact=bare)
+        return results, may_have_duplicates
