@@ -17,7 +17,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from campaigns.models import BusinessAccount, MessagingLimitTier, PhoneNumber, QualityRating
-from delivery.cloud.client import ACCOUNT_FIELDS, NUMBER_FIELDS, ApiError, get_client
+from delivery.cloud.client import (
+    ACCOUNT_FIELDS,
+    MESSAGING_LIMIT_FIELD,
+    MESSAGING_LIMIT_FIELD_V23,
+    ApiError,
+    get_client,
+    number_fields,
+)
 from whatsblast.core import queues
 from whatsblast.core.redis import get_redis
 
@@ -46,8 +53,11 @@ def _error_text(error: ApiError) -> str:
 
 
 def _tier(data: dict[str, Any]) -> str:
-    for key in ("whatsapp_business_manager_messaging_limit", "messaging_limit_tier"):
-        value = str(data.get(key) or "").upper()
+    """The portfolio's tier from either version's field (a string such as "TIER_2K"), the
+    v24+ one first; anything else reads as unknown and changes nothing."""
+    for key in (MESSAGING_LIMIT_FIELD, MESSAGING_LIMIT_FIELD_V23):
+        value = data.get(key)
+        value = value.upper() if isinstance(value, str) else ""
         value = _TIER_ALIASES.get(value, value)
         if value in MessagingLimitTier.values:
             return value
@@ -63,7 +73,7 @@ def phone_number_graph_read(*, phone_number: PhoneNumber) -> GraphRead:
         base_url=base,
         node_id=phone_number.phone_number_id,
         access_token=phone_number.access_token,
-        fields=NUMBER_FIELDS,
+        fields=number_fields(client.api_version),
     )
     if isinstance(result, ApiError):
         error = _error_text(result)

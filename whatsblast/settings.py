@@ -75,7 +75,13 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 WHATSAPP_API_BASE_URL = env_url(
     "WHATSAPP_API_BASE_URL", "https://graph.facebook.com", schemes=("http", "https")
 )
-WHATSAPP_API_VERSION = env_str("WHATSAPP_API_VERSION", "v23.0")
+# Graph API version. Supported: v23.0, v24.0, v25.0 (tests read the number at v23 and at
+# v24+). v25.0 is the newest whose fields were checked against Meta's pages: "Messaging
+# limits" (Updated 2026-05-08) reads whatsapp_business_manager_messaging_limit at v25.0,
+# and the send and template pages use v25.0 in their examples (shared/cloud-api.md §1.4).
+# Expiry (Graph API changelog, versions table): v23.0 2027-10-08, v24.0 2028-02-18,
+# v25.0 2028-07-29. v26.0 (released 2026-07-29) is not verified yet.
+WHATSAPP_API_VERSION = env_str("WHATSAPP_API_VERSION", "v25.0")
 WHATSAPP_APP_SECRET = env_optional("WHATSAPP_APP_SECRET")
 WHATSAPP_VERIFY_TOKEN = env_optional("WHATSAPP_VERIFY_TOKEN")
 WHATSAPP_CONNECT_TIMEOUT = env_float("WHATSAPP_CONNECT_TIMEOUT", 3.05, minimum=0.1, maximum=60)

@@ -10,7 +10,11 @@ component. What a campaign needs from them:
   with Meta's examples (``example.body_text`` / ``example.body_text_named_params``);
 * the buttons, by index: a quick reply may carry a payload, a URL button whose url ends in
   ``{{1}}`` needs its suffix; other kinds need nothing, or a parameter campaigns cannot
-  fill (copy code, one-time password, catalogue), which makes the template unusable here.
+  fill (copy code, one-time password, catalogue).
+
+Whether this version can send the template at all (carousels, limited-time offers, button
+kinds and header formats the send path does not build) is
+``campaigns.catalogue.sendable.components_unsupported``; its reasons lead ``problems``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from campaigns.catalogue.params import (
     PLACEHOLDER_RE,
     placeholders,
 )
+from campaigns.catalogue.sendable import components_unsupported
 from campaigns.models import HeaderFormat
 
 # Button kinds whose send-time parameter the client does not build (see
@@ -65,15 +70,10 @@ def components_parse(components: Any) -> ParsedTemplate:
             body = component
         elif kind == "BUTTONS":
             buttons = [b for b in component.get("buttons") or () if isinstance(b, dict)]
-    problems: list[str] = []
+    problems = components_unsupported(components)
     header_fields = _header_parse(header, problems)
     body_fields = _body_parse(body, problems)
     parsed_buttons = [_button_parse(index, button) for index, button in enumerate(buttons)]
-    problems.extend(
-        f"button {b['index']} ({b['type']}) needs a parameter campaigns cannot send"
-        for b in parsed_buttons
-        if b["param"] == PARAM_UNSUPPORTED
-    )
     return ParsedTemplate(**header_fields, **body_fields, buttons=parsed_buttons, problems=problems)
 
 
@@ -82,12 +82,9 @@ def _header_parse(header: dict[str, Any], problems: list[str]) -> dict[str, Any]
         return {}
     fmt = str(header.get("format") or "TEXT").upper()
     if fmt not in HeaderFormat.values or fmt == HeaderFormat.NONE:
-        problems.append(f"header format {fmt} is not supported")
+        # A PRODUCT or GIF header: components_unsupported gave the reason.
         return {"header_format": HeaderFormat.NONE}
     example = _dict(header.get("example"))
-    if fmt == HeaderFormat.LOCATION:
-        # The client builds text and media header parameters only.
-        problems.append("a location header needs a parameter campaigns cannot send")
     if fmt != HeaderFormat.TEXT:
         handles = example.get("header_handle") or example.get("header_url") or []
         return {"header_format": fmt, "header_example": _first_str(handles)}

@@ -34,6 +34,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.models import Contact, HeaderFormat, Template
 
 # A placeholder as Meta writes it: {{1}} (positional) or {{first_name}} (named).
@@ -194,21 +195,11 @@ def mapping_validate(template: Template, mapping: dict[str, Any]) -> None:
 
 
 def _unsupported_check(template: Template) -> None:
-    if template.header_format == HeaderFormat.LOCATION:
+    reasons = template_unusable_reasons(template)
+    if reasons:
         raise ParamMappingError(
-            f"template {template.name} has a location header, which campaigns cannot fill",
-            section="header",
-        )
-    unsupported = [
-        f"{b['index']} ({b.get('type', '?')})"
-        for b in template.buttons or ()
-        if b.get("param") == PARAM_UNSUPPORTED
-    ]
-    if unsupported:
-        raise ParamMappingError(
-            f"template {template.name} has button(s) {', '.join(unsupported)} whose parameter "
-            "campaigns cannot fill",
-            section="buttons",
+            f"template {template} cannot be sent by this version: {'; '.join(reasons)}",
+            section="template",
         )
 
 

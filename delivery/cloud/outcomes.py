@@ -3,6 +3,16 @@
 Meta says to branch on ``error.code`` (plus ``error_data.details``), never on the HTTP status
 or the title, so the code decides whenever there is one; the HTTP status and the transport
 only decide when no Graph error body came back. The table follows cloud-api.md §2.3.
+
+Sources of the table: Meta's "WhatsApp error codes" page
+(https://developers.facebook.com/documentation/business-messaging/whatsapp/support/error-codes,
+Updated 2026-06-18: branch on ``code`` and ``error_data.details``), the older full table with
+HTTP statuses (cloud-api.md M-ERRTBL), pywa ``pywa/errors.py`` @0bcf2f1 for 131037 and
+131062-131064, and for the 2026 Marketing Messages codes: 131055 "Method not allowed" (a
+utility or authentication template sent to ``/marketing_messages``; 360dialog's
+expected-errors page) and 131061 (a max-price template sent through ``/messages``;
+froggy1014/meta-cloud-api ``docs/marketing-messages.md``), both in shared/meta-2026.md §1.1,
+§1.5 and §6. Checked 2026-12 against those: no code of the table is misclassified.
 """
 
 from __future__ import annotations
@@ -63,6 +73,11 @@ _CAMPAIGN_BROKEN = (
     131053,  # media upload error
     131063,  # marketing templates disabled for Cloud API
     131064,  # messaging limit reached for template-classification violations
+    # "Method not allowed": /marketing_messages refuses a non-marketing template; whatsblast
+    # sends through /messages, where it can only mean the set-up (template, endpoint) is
+    # wrong for every recipient alike.
+    131055,
+    131061,  # a max-price template sent through /messages: only /marketing_messages takes it
     132000,  # parameter count mismatch with the template
     132001,  # template missing in that language, or not approved
     132012,  # parameter format mismatch

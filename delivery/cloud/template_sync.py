@@ -3,7 +3,9 @@
 ``templates_sync`` pages through ``GET /{version}/{waba_id}/message_templates`` with the
 access token of one of the account's numbers, then writes the whole listing in one
 transaction: every template upserted on (account, name, language) with its components
-parsed (``campaigns.catalogue.components``), and templates Meta listed before but no
+parsed (``campaigns.catalogue.components``; one this version cannot send, such as a
+carousel or a limited-time offer, is stored all the same and named in the report and the
+log with why: ``campaigns.catalogue.sendable``), and templates Meta listed before but no
 longer lists marked DELETED with ``removed_upstream_at`` (never deleted: campaigns and
 messages refer to them). A failure anywhere in the listing writes nothing, so a page that
 did not arrive can never mark templates as removed. Campaigns whose template stops being
@@ -108,6 +110,13 @@ def templates_sync(
         report.changed,
         report.removed,
     )
+    for name, reasons in sorted(report.unusable.items()):
+        logger.warning(
+            "template %s of WABA %s is not usable by campaigns: %s",
+            name,
+            account.waba_id,
+            "; ".join(reasons),
+        )
     return report
 
 

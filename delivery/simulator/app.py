@@ -124,7 +124,7 @@ async def graph_node(request: web.Request) -> web.Response:
         status, body = errors.auth_error()
         return web.Response(status=status, body=body, content_type=_JSON)
     if number is not None:
-        data = number.as_graph()
+        data = number.as_graph(request.match_info["version"])
     elif node_id == simulator.config.waba_id or any(
         n.waba_id == node_id for n in simulator.numbers.values()
     ):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from delivery.cloud.client import Accepted, ApiError
+from delivery.cloud.client import Accepted, ApiError, parse_response
 from delivery.cloud.outcomes import (
     CODE_OUTCOMES,
     TRANSIENT_CODES,
@@ -90,6 +93,10 @@ DOCUMENTED = [
     (133010, 400, Outcome.CAMPAIGN_BROKEN),
     (131037, 400, Outcome.CAMPAIGN_BROKEN),
     (131063, 400, Outcome.CAMPAIGN_BROKEN),
+    # 2026 Marketing Messages codes (shared/meta-2026.md §1.1, §1.5, §6): whatsblast sends
+    # through /messages, where each means the campaign's set-up is wrong for everyone.
+    (131055, 400, Outcome.CAMPAIGN_BROKEN),
+    (131061, 400, Outcome.CAMPAIGN_BROKEN),
     (1, 400, Outcome.TRANSIENT),
     (2, 503, Outcome.TRANSIENT),
     (131000, 500, Outcome.TRANSIENT),
@@ -168,3 +175,54 @@ def test_transient_codes_are_transient_whatever_the_http_status(code, http_statu
 def test_the_code_decides_not_the_http_status(code, http_status, reached) -> None:
     result = error(code, http_status=http_status, reached=reached)
     assert classify(result) is CODE_OUTCOMES[code]
+
+
+# --- Meta's error bodies as published ---------------------------------------------------
+
+SEND_ERRORS = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "send_errors"
+
+
+def send_error(name: str, *, http_status: int = 400) -> ApiError:
+    body = (SEND_ERRORS / f"{name}.json").read_bytes()
+    result = parse_response(status=http_status, body=body, headers={}, latency_s=0.01)
+    assert isinstance(result, ApiError)
+    return result
+
+
+@pytest.mark.parametrize(
+    ("name", "http_status", "expected"),
+    [
+        ("meta_doc_130429_rate_limit", 400, Outcome.THROTTLED),
+        ("meta_doc_100_invalid_parameter", 400, Outcome.CAMPAIGN_BROKEN),
+        ("heyoo_issue94_131030_not_in_allowed_list", 400, Outcome.CAMPAIGN_BROKEN),
+        ("tawn33y_issue57_132001_template_missing", 404, Outcome.CAMPAIGN_BROKEN),
+        ("pywa_190_expired_token", 401, Outcome.CAMPAIGN_BROKEN),
+        ("whatsapp_api_js_190_cannot_parse_token", 401, Outcome.CAMPAIGN_BROKEN),
+        ("courier_131056_pair_rate_minimal", 403, Outcome.PAIR_LIMITED),
+    ],
+)
+def test_published_error_bodies(name: str, http_status: int, expected: Outcome) -> None:
+    assert classify(send_error(name, http_status=http_status)) is expected
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        # 360dialog's expected-errors page quotes "(#131055) Method not allowed".
+        (131055, "(#131055) Method not allowed"),
+        # meta-cloud-api docs/marketing-messages.md names the code, not its title.
+        (131061, "(#131061)"),
+    ],
+)
+def test_marketing_messages_codes_stop_the_campaign(code: int, message: str) -> None:
+    """No published body carries these codes: Meta's documented 100 envelope (error_data,
+    fbtrace_id) with only its code and message changed, as the README's "Not found" notes."""
+    envelope = json.loads((SEND_ERRORS / "meta_doc_100_invalid_parameter.json").read_text())
+    envelope["error"]["code"] = code
+    envelope["error"]["message"] = message
+    result = parse_response(
+        status=400, body=json.dumps(envelope).encode(), headers={}, latency_s=0.01
+    )
+    assert isinstance(result, ApiError) and result.code == code
+    assert classify(result) is Outcome.CAMPAIGN_BROKEN
+    assert wait_hint_s(result) is None

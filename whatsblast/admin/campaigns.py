@@ -48,6 +48,7 @@ from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
 from campaigns.catalogue.preview import contact_fields, message_preview, sample_contacts
+from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.drafts import param_mapping_check_draft
 from campaigns.models import Campaign, CampaignStatus, ContactList, Template, TemplateStatus
 from campaigns.state import LifecycleError, campaign_pause
@@ -63,7 +64,7 @@ from delivery.campaigns.launch_queue import (
 )
 from delivery.campaigns.lifecycle import campaign_cancel
 from delivery.campaigns.preflight import campaign_preflight
-from delivery.campaigns.progress import campaign_billing, campaign_failures
+from delivery.campaigns.progress import campaign_billing, campaign_failures, campaign_skips
 from delivery.campaigns.retry import campaign_retry_failed
 from whatsblast.admin.campaign_live import POLL_SECONDS, campaign_live, campaign_live_forget
 from whatsblast.admin.figures import (
@@ -90,6 +91,16 @@ class AccountTaggedSelect(forms.Select):
         if instance is not None:
             option["attrs"]["data-account"] = instance.account_id
         return option
+
+
+class TemplateChoiceField(forms.ModelChoiceField[Template]):
+    """Templates by name, each this version cannot send marked so with the reason."""
+
+    def label_from_instance(self, obj: Template) -> str:
+        reasons = template_unusable_reasons(obj)
+        if not reasons:
+            return str(obj)
+        return f"{obj} (not usable: {'; '.join(reasons)})"
 
 
 # The draft form's thresholds (the guard itself is switched off or on from the live page).
@@ -124,6 +135,7 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "canary_size",
             *DRAFT_GUARD_SETTINGS,
         )
+        field_classes = {"template": TemplateChoiceField}
         widgets = {
             "phone_number": AccountTaggedSelect,
             "template": AccountTaggedSelect,
@@ -731,6 +743,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "figures": figure_rows(figures, keep_zero=False),
             "failures": failures,
             "billing": campaign_billing(campaign=campaign),
+            "skips": campaign_skips(campaign=campaign),
             "duration": duration,
             "messages_url": f"{messages_url}?campaign__id__exact={campaign.pk}",
             "export_url": reverse("admin:campaigns_campaign_export", args=[campaign.pk]),
@@ -765,4 +778,5 @@ def _template_info(template: Template) -> dict[str, Any]:
         "name": template.name,
         "language": template.language,
         "category": template.category,
+        "unusable": template_unusable_reasons(template),
     }

@@ -14,6 +14,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from campaigns.catalogue.params import template_params_parse
+from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.models import (
     BusinessAccount,
     RateCard,
@@ -61,6 +62,13 @@ class BusinessAccountAdmin(admin.ModelAdmin[BusinessAccount]):
                 + (f", {len(report.unusable)} not usable by campaigns" if report.unusable else ""),
                 messages.SUCCESS,
             )
+            for name, reasons in sorted(report.unusable.items()):
+                self.message_user(
+                    request,
+                    f"WABA {account.waba_id}: {name} is not usable by campaigns: "
+                    + "; ".join(reasons),
+                    messages.WARNING,
+                )
 
 
 class TemplateAdminForm(forms.ModelForm[Template]):
@@ -84,6 +92,7 @@ class TemplateAdmin(admin.ModelAdmin[Template]):
         "status",
         "account",
         "body_param_count",
+        "send_problems",
         "updated_at",
     )
     list_filter = ("status", "category", "language")
@@ -93,11 +102,18 @@ class TemplateAdmin(admin.ModelAdmin[Template]):
     readonly_fields = (
         "meta_template_id",
         "status_reason",
+        "send_problems",
         "body_param_count",
         "body_param_names",
         "created_at",
         "updated_at",
     )
+
+    @admin.display(description="Unusable by campaigns")
+    def send_problems(self, obj: Template) -> str:
+        """Why this version cannot send the template (a carousel, a coupon code…); "-"."""
+        reasons = template_unusable_reasons(obj)
+        return "; ".join(reasons) if reasons else "-"
 
     def save_model(self, request: HttpRequest, obj: Template, form: Any, change: bool) -> None:
         obj.body_param_count, obj.body_param_names = form.body_params
