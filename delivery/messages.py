@@ -66,6 +66,8 @@ class Settlement:
     error_title: str | None = None
     error_details: str | None = None
     history_entry: dict[str, Any] | None = None
+    # A send Meta accepted with ``message_status: held_for_quality_assessment`` (pacing).
+    held_for_quality_assessment: bool = False
 
 
 # Not frozen, as webhooks.payloads.StatusUpdate: one is built per message of every applied
@@ -139,11 +141,12 @@ def _iso(value: datetime | None) -> str | None:
 
 # One row per contact across the campaign's lists (a contact in two lists is one
 # recipient), sent to its phone, or to its user id when it has no phone (Meta's
-# `recipient`; the phone wins when both are known, as Meta recommends). Opted-out
-# contacts, and marketing templates to US numbers (Meta does not deliver those), become
-# `skipped` rows so the campaign's report accounts for everyone. ON CONFLICT on the
-# (campaign, to) unique index makes a second launch a no-op. The params expression, the
-# number each row is sent from (one, or a pool's pick), the joins that find each row's
+# `recipient`; the phone wins when both are known, as Meta recommends). A contact the
+# campaign skips (``skip_reason_expr``: opted out, a marketing template to a US user, ...;
+# delivery.campaigns.skips) becomes a `skipped` row with its reason, so the campaign's
+# report accounts for everyone; the LATERAL evaluates the reason once a row. ON CONFLICT
+# on the (campaign, to) unique index makes a second launch a no-op. The params expression,
+# the number each row is sent from (one, or a pool's pick), the joins that find each row's
 # first due time and that time come from the launch (campaign params rendered in SQL,
 # sender pools, send windows, a canary's hold).
 _CAMPAIGN_INSERT_SQL = f"""
@@ -154,15 +157,11 @@ INSERT INTO delivery_message
         conversation_id, pricing_category, request_sha256)
 SELECT '{MessageKind.CAMPAIGN}', %(campaign_id)s, c.id, {{number_expr}}, %(template_id)s,
        COALESCE(c.phone, c.user_id), {{params_expr}}, '',
-       CASE WHEN c.opted_out_at IS NOT NULL THEN '{S.SKIPPED}'
-            WHEN %(us_blocked)s AND c.phone LIKE '+1%%' THEN '{S.SKIPPED}'
-            ELSE '{S.PENDING}' END,
-       CASE WHEN c.opted_out_at IS NOT NULL THEN 'opted out'
-            WHEN %(us_blocked)s AND c.phone LIKE '+1%%'
-                 THEN 'marketing templates are not delivered to US numbers'
-            ELSE '' END,
+       CASE WHEN skip.reason = '' THEN '{S.PENDING}' ELSE '{S.SKIPPED}' END,
+       skip.reason,
        0, 0, {{next_attempt_expr}}, '', '', '', '[]'::jsonb, now(), '', '', ''
   FROM campaigns_contact AS c
+  CROSS JOIN LATERAL (SELECT {{skip_reason_expr}} AS reason) AS skip
   {{schedule_joins}}
  WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
                  WHERE contact_list_id = ANY(%(list_ids)s))
@@ -175,20 +174,23 @@ def campaign_messages_create(
     params_expr: str,
     next_attempt_expr: str,
     schedule_joins: str,
+    skip_reason_expr: str,
     args: dict[str, Any],
     number_expr: str = "%(phone_number_id)s",
 ) -> int:
     """Insert the campaign's recipients as messages in one statement; return how many.
 
-    ``args`` holds ``campaign_id``, ``phone_number_id``, ``template_id``, ``us_blocked``,
-    ``list_ids`` and whatever the fragments' own placeholders name; ``number_expr`` picks
-    each row's number (over the contact alias ``c``) for a campaign with a sender pool.
+    ``args`` holds ``campaign_id``, ``phone_number_id``, ``template_id``, ``list_ids`` and
+    whatever the fragments' own placeholders name; ``skip_reason_expr`` is a row's skip
+    reason over the contact alias ``c`` ('' for a row that goes out); ``number_expr`` picks
+    each row's number (over ``c``) for a campaign with a sender pool.
     """
     sql = _CAMPAIGN_INSERT_SQL.format(
         params_expr=params_expr,
         number_expr=number_expr,
         next_attempt_expr=next_attempt_expr,
         schedule_joins=schedule_joins,
+        skip_reason_expr=skip_reason_expr,
     )
     return _run(sql, args)
 
@@ -311,6 +313,8 @@ def release_messages(*, ids: Sequence[int], at: datetime | Sequence[datetime] | 
 # over an expired lease. Their state wins; this one only fills in the wamid.
 #
 # A retry (back to pending) of a row whose campaign was cancelled meanwhile is cancelled.
+# A success records, with its wamid, whether Meta holds it for quality assessment (one
+# more array in the same statement: the batch stays one round trip however it is made up).
 _SETTLE_SQL = f"""
 UPDATE delivery_message AS m
    SET status = CASE WHEN u.status = '{S.PENDING}'
@@ -326,6 +330,8 @@ UPDATE delivery_message AS m
                          ELSE m.claimed_at END,
        wamid = coalesce(m.wamid, u.wamid),
        wa_id = coalesce(u.wa_id, m.wa_id),
+       held_for_quality_assessment = CASE WHEN u.status = '{S.SENT}' THEN u.held
+                                          ELSE m.held_for_quality_assessment END,
        sent_at = CASE WHEN u.status = '{S.SENT}' THEN coalesce(m.sent_at, now())
                       ELSE m.sent_at END,
        failed_at = CASE WHEN u.status IN ('{S.FAILED}', '{S.DEAD}') THEN now()
@@ -336,22 +342,24 @@ UPDATE delivery_message AS m
        error_history = CASE WHEN u.entry IS NULL THEN m.error_history
                             ELSE m.error_history || jsonb_build_array(u.entry) END
   FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::timestamptz[],
-              %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[])
+              %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[],
+              %s::boolean[])
        AS u(id, status, attempt, pair_limit_hits, next_attempt_at,
-            wamid, wa_id, code, title, details, entry)
+            wamid, wa_id, code, title, details, entry, held)
  WHERE m.id = u.id
    AND (m.status = '{S.SENDING}' OR (m.status = '{S.UNKNOWN}' AND u.status = '{S.SENT}'))
 RETURNING m.id
 """  # noqa: S608
 
 # A success whose row a webhook already moved on (delivered before the response was
-# recorded): keep the newer status, still remember the wamid.
+# recorded): keep the newer status, still remember the wamid and whether Meta held it.
 _LATE_SUCCESS_SQL = """
 UPDATE delivery_message AS m
    SET wamid = coalesce(m.wamid, u.wamid),
        wa_id = coalesce(nullif(m.wa_id, ''), u.wa_id),
+       held_for_quality_assessment = m.held_for_quality_assessment OR u.held,
        sent_at = coalesce(m.sent_at, now())
-  FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS u(id, wamid, wa_id)
+  FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::boolean[]) AS u(id, wamid, wa_id, held)
  WHERE m.id = u.id
 """
 
@@ -388,7 +396,7 @@ def settlements_record(
     """
     if not settlements and not opted_out_contact_ids:
         return 0
-    columns: list[list[object]] = [[] for _ in range(11)]
+    columns: list[list[object]] = [[] for _ in range(12)]
     for s in settlements:
         values = (
             s.message_id,
@@ -402,6 +410,7 @@ def settlements_record(
             s.error_title,
             s.error_details,
             json.dumps(s.history_entry) if s.history_entry is not None else None,
+            s.held_for_quality_assessment,
         )
         for column, value in zip(columns, values, strict=True):
             column.append(value)
@@ -417,7 +426,12 @@ def settlements_record(
         if late:
             cursor.execute(
                 _LATE_SUCCESS_SQL,
-                [[s.message_id for s in late], [s.wamid for s in late], [s.wa_id for s in late]],
+                [
+                    [s.message_id for s in late],
+                    [s.wamid for s in late],
+                    [s.wa_id for s in late],
+                    [s.held_for_quality_assessment for s in late],
+                ],
             )
         if dead_ids:
             cursor.execute(_DEAD_LETTER_SQL, [dead_ids])
@@ -507,10 +521,10 @@ def campaign_pending_cancel(*, campaign_id: int) -> int:
 
 
 # A fresh attempt for failed rows whose failure another attempt can fix: attempt counters
-# back to zero, the last send's identity and times cleared (its wamid, so the new send
-# records its own), the history kept and extended. The (campaign, send_status) index finds
-# the failed rows; the contact check drops anyone who opted out since. 131049 waits out
-# Meta's 24 h from its failure.
+# back to zero, the last send's identity and times cleared (its wamid and whether Meta
+# held it, so the new send records its own), the history kept and extended. The
+# (campaign, send_status) index finds the failed rows; the contact check drops anyone who
+# opted out since. 131049 waits out Meta's 24 h from its failure.
 _RETRYABLE_WHERE = f"""
  WHERE m.campaign_id = %(campaign_id)s AND m.send_status = '{S.FAILED}'
    AND (m.last_error_code IS NULL OR m.last_error_code = ANY(%(codes)s))
@@ -526,6 +540,7 @@ UPDATE delivery_message AS m
            THEN greatest(now(), m.failed_at + make_interval(secs => %(user_cap_wait)s))
            ELSE now() END,
        wamid = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL, failed_at = NULL,
+       held_for_quality_assessment = false,
        error_history = m.error_history || jsonb_build_array(%(entry)s::jsonb)
 {_RETRYABLE_WHERE}
 """  # noqa: S608

@@ -101,6 +101,11 @@ class Message(models.Model):
     # pattern-ops index for LIKE searches nothing makes.
     wamid = models.CharField(max_length=128, null=True, blank=True)
     wa_id = models.CharField(max_length=32, blank=True)
+    # Meta answered the send with ``message_status: held_for_quality_assessment``: template
+    # (or portfolio) pacing holds it, to deliver it later or drop it with 132015. Written
+    # with the wamid by the batch that records the send; one byte a row, and a constant
+    # database default, so adding it rewrote no row (migration 0014).
+    held_for_quality_assessment = models.BooleanField(default=False, db_default=False)
     last_error_code = models.IntegerField(null=True, blank=True)
     last_error_title = models.CharField(max_length=500, blank=True)
     last_error_details = models.TextField(blank=True)

@@ -12,7 +12,9 @@ is how a block shows), and:
   ``guard_pause_quality``: pauses it with the reason;
 - back under the slow rate: lifts the cap.
 
-The marketer sees and edits every threshold on the campaign.
+It also counts the window's sends Meta answered ``held_for_quality_assessment`` (template
+pacing) and names them in what it reports; they never slow or pause the campaign (see
+``GuardWindow.held``). The marketer sees and edits every threshold on the campaign.
 """
 
 from __future__ import annotations
@@ -39,13 +41,16 @@ _QUALITY_ORDER: list[str] = [QualityRating.RED, QualityRating.YELLOW, QualityRat
 
 # The latest sends of one campaign, and how many of them came back as an opt-out or a block.
 # Opt-outs count when said after the launch (the row's created_at): an old opt-out was
-# skipped at launch and never sent.
+# skipped at launch and never sent. Held sends: those Meta answered as held for quality
+# assessment, read from the rows the window fetches anyway (no index involved).
 _WINDOW_SQL = f"""
 SELECT count(*),
        count(*) FILTER (WHERE c.opted_out_at >= r.created_at),
        count(*) FILTER (WHERE r.status = '{S.FAILED}' AND r.last_error_code = ANY(%(codes)s)
-                          AND NOT coalesce(c.opted_out_at >= r.created_at, false))
-  FROM (SELECT m.contact_id, m.status, m.last_error_code, m.created_at
+                          AND NOT coalesce(c.opted_out_at >= r.created_at, false)),
+       count(*) FILTER (WHERE r.held_for_quality_assessment)
+  FROM (SELECT m.contact_id, m.status, m.last_error_code, m.created_at,
+               m.held_for_quality_assessment
           FROM delivery_message AS m
          WHERE m.campaign_id = %(campaign_id)s
            AND m.send_status IN ('{S.SENT}', '{S.FAILED}')
@@ -62,15 +67,38 @@ class GuardWindow:
     sends: int
     opted_out: int
     blocked: int
+    # Sends Meta answered ``held_for_quality_assessment``: a warning, never a reason to slow
+    # or pause. Holding is Meta's own canary on the template (new, unpaused or not GREEN):
+    # it releases the held messages when early feedback is good or unclear (its stated
+    # goal: paced campaign messages delivered within an hour, 99th percentile), and drops
+    # them with 132015 only when it pauses the template. That outcome already stops the
+    # campaign (``webhooks.failures`` pauses the template and its campaigns on 132015), and
+    # the opt-outs and blocks behind it are what ``rate`` measures. Pausing or capping on
+    # held sends would only delay messages Meta is about to deliver; naming them tells the
+    # marketer why "sent" may run ahead of "delivered" for a while.
+    held: int = 0
 
     @property
     def rate(self) -> float:
         return (self.opted_out + self.blocked) / self.sends if self.sends else 0.0
 
+    @property
+    def held_share(self) -> float:
+        return self.held / self.sends if self.sends else 0.0
+
     def describe(self) -> str:
         return (
             f"{self.rate:.1%} of the latest {self.sends} sends opted out or were blocked "
-            f"({self.opted_out} opt-outs, {self.blocked} undeliverable)"
+            f"({self.opted_out} opt-outs, {self.blocked} undeliverable)" + self.held_note()
+        )
+
+    def held_note(self) -> str:
+        """The note on held sends ("; N of them held …"), or "" when Meta held none."""
+        if not self.held:
+            return ""
+        return (
+            f"; {self.held} of them ({self.held_share:.1%}) held by Meta for quality "
+            "assessment (template pacing: delivered later, or dropped with 132015)"
         )
 
 
@@ -85,8 +113,8 @@ def guard_window(*, campaign: Campaign) -> GuardWindow:
                 "codes": list(BLOCK_LIKE_CODES),
             },
         )
-        sends, opted, blocked = cursor.fetchone()
-    return GuardWindow(int(sends), int(opted), int(blocked))
+        sends, opted, blocked, held = cursor.fetchone()
+    return GuardWindow(int(sends), int(opted), int(blocked), int(held))
 
 
 def _quality_too_low(rating: str, pause_at: str) -> bool:
@@ -169,7 +197,9 @@ def guard_settings_update(*, campaign: Campaign, values: dict[str, object]) -> C
 
 
 def guard_summary(*, campaign: Campaign) -> dict[str, object]:
-    """The thresholds and the guard's latest word, for the campaign page."""
+    """The thresholds, the guard's latest word, and its warning about held sends (what
+    Meta holds of the window it watches, read now: one small indexed query), for the
+    campaign page."""
     if not campaign.guard_enabled:
         return {"enabled": False, "text": "Quality guard off.", "reason": ""}
     quality = (
@@ -183,12 +213,27 @@ def guard_summary(*, campaign: Campaign) -> dict[str, object]:
         f"{campaign.guard_slow_rate:.1%} to {campaign.guard_slow_per_second:g}/s, pauses at "
         f"{campaign.guard_pause_rate:.1%}{quality}."
     )
+    window = guard_window(campaign=campaign)
     return {
         "enabled": True,
         "text": text,
         "reason": campaign.guard_reason,
         "rate_cap": campaign.guard_rate_cap,
+        "held": window.held,
+        "held_warning": guard_held_warning(window),
     }
+
+
+def guard_held_warning(window: GuardWindow) -> str:
+    """The guard's warning-level word on held sends ("" when none): named, never acted on."""
+    if not window.held:
+        return ""
+    return (
+        f"Warning: Meta held {window.held} of the latest {window.sends} sends "
+        f"({window.held_share:.1%}) for quality assessment. Meta is pacing the template; "
+        "the guard does not slow or pause for this, as Meta delivers held messages later, "
+        "and a template Meta pauses (132015) pauses the campaign by itself."
+    )
 
 
 def guards_run() -> dict[str, list[int]]:

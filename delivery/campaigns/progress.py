@@ -29,6 +29,9 @@ class CampaignProgress:
     rate_per_second: float
     eta_seconds: float | None
     measured_at: datetime
+    # Sends Meta answered ``held_for_quality_assessment`` (template pacing), whatever
+    # became of them since (most are delivered later; some dropped with 132015).
+    held_for_quality_assessment: int = 0
 
     @property
     def eta(self) -> datetime | None:
@@ -50,6 +53,7 @@ class CampaignProgress:
             "eta_seconds": self.eta_seconds,
             "eta": eta.isoformat() if eta else None,
             "measured_at": self.measured_at.isoformat(),
+            "held_for_quality_assessment": self.held_for_quality_assessment,
         }
 
 
@@ -59,14 +63,21 @@ def campaign_progress(*, campaign: Campaign) -> CampaignProgress:
     One aggregate query over the campaign's messages (the campaign index), with a
     filtered count per status. The rate counts messages Meta accepted (``sent_at``) in the
     last minute; the ETA is the open messages at that rate, ``None`` while nothing is moving.
+
+    The sends Meta held for quality assessment are one more filtered count of the same
+    scan, free here; the status counters the triggers keep (``status_counts``) leave them
+    out, as they are a fact of the send response, not a status, and only this page and
+    ``campaign status`` show them: counting them there would cost every write statement.
     """
     now = timezone.now()
     aggregates: dict[str, Any] = {
         status: Count("id", filter=Q(status=status)) for status in MessageStatus.values
     }
     aggregates["sent_last_minute"] = Count("id", filter=Q(sent_at__gte=now - RATE_WINDOW))
+    aggregates["held"] = Count("id", filter=Q(held_for_quality_assessment=True))
     row = Message.objects.filter(campaign=campaign).aggregate(**aggregates)
     sent_last_minute = row.pop("sent_last_minute")
+    held = int(row.pop("held"))
     counts = {status: int(row[status]) for status in MessageStatus.values}
     remaining = sum(counts[s] for s in OPEN_STATUSES)
     rate = sent_last_minute / RATE_WINDOW.total_seconds()
@@ -81,6 +92,7 @@ def campaign_progress(*, campaign: Campaign) -> CampaignProgress:
         rate_per_second=round(rate, 2),
         eta_seconds=_eta_seconds(remaining=remaining, rate=rate),
         measured_at=now,
+        held_for_quality_assessment=held,
     )
 
 
@@ -230,6 +242,18 @@ def campaign_billing(*, campaign: Campaign) -> list[dict[str, Any]]:
     ]
 
 
+def campaign_skips(*, campaign: Campaign) -> list[dict[str, Any]]:
+    """The campaign's skipped recipients by reason (opted out, a US user, ...), largest first:
+    each skipped row carries the reason the launch gave it (delivery.campaigns.skips)."""
+    rows = (
+        Message.objects.filter(campaign=campaign, send_status=MessageStatus.SKIPPED)
+        .values("skip_reason")
+        .annotate(messages=Count("id"))
+        .order_by("-messages", "skip_reason")
+    )
+    return [{"reason": r["skip_reason"] or "(no reason)", "messages": r["messages"]} for r in rows]
+
+
 # --- one vocabulary of counts ------------------------------------------------------------------
 
 # Every page, the Messages filter and the export count a campaign's messages with these
@@ -256,6 +280,21 @@ OUTCOME_LABELS: dict[str, tuple[str, str]] = {
     "skipped": ("Skipped", "Not sent on purpose: opted out, duplicate, outside policy."),
     "cancelled": ("Cancelled", "Not sent because the campaign was cancelled."),
 }
+
+
+# Shown only when some sends were held: Meta's template pacing, in one line.
+HELD_FOR_QUALITY_LABEL = "Held for quality assessment"
+HELD_FOR_QUALITY_HELP = (
+    "Meta is pacing this template: it holds these sends while it gauges early feedback, "
+    "then delivers them, or drops them (error 132015) if it pauses the template."
+)
+
+
+def held_for_quality_text(held: int) -> str:
+    """The campaign page's line about held sends; "" when none were held."""
+    if not held:
+        return ""
+    return f"{HELD_FOR_QUALITY_LABEL}: {held:,}. {HELD_FOR_QUALITY_HELP}"
 
 
 def outcome_counts(*, counts: dict[str, int]) -> dict[str, int]:

@@ -60,12 +60,25 @@ class SendRequest:
     text: str | None = None
 
 
+# ``messages[].message_status`` of a send Meta accepted but holds: template pacing (a new,
+# unpaused or not-GREEN template) or business portfolio pacing. The message is delivered
+# later, or dropped with a ``failed`` status webhook, code 132015, if Meta pauses the
+# template (Meta, "Template pacing", Updated 2025-12-08). Meta's other values: ``accepted``,
+# and ``paused`` in the OpenAPI enum; the field may be absent (docs/cloud-api.md, 1.2).
+HELD_FOR_QUALITY_ASSESSMENT = "held_for_quality_assessment"
+
+
 @dataclass(frozen=True)
 class Accepted:
     wamid: str
     wa_id: str
     message_status: str | None
     latency_s: float
+
+    @property
+    def held_for_quality_assessment(self) -> bool:
+        """Meta accepted the send but holds it while it assesses the template's quality."""
+        return self.message_status == HELD_FOR_QUALITY_ASSESSMENT
 
 
 @dataclass(frozen=True)
@@ -89,11 +102,27 @@ TEMPLATE_FIELDS = (
     "name,language,status,category,components,id,"
     "parameter_format,rejected_reason,quality_score,previous_category"
 )
-# What GET /{phone_number_id} and GET /{waba_id} are asked for (delivery.numbers).
-NUMBER_FIELDS = (
-    "id,display_phone_number,verified_name,quality_rating,messaging_limit_tier,"
-    "whatsapp_business_manager_messaging_limit,throughput,name_status,status"
+# What GET /{phone_number_id} and GET /{waba_id} are asked for (delivery.graph_reads).
+# The portfolio's messaging limit is ``whatsapp_business_manager_messaging_limit`` from
+# v24.0 on and ``messaging_limit_tier`` (deprecated) up to v23.0, both a string such as
+# "TIER_250" (Meta, "Messaging limits": "request the whatsapp_business_manager_messaging_limit
+# field (for v24.0 and newer) or messaging_limit_tier field (for 23.0 and older)", Updated
+# 2025-11-26, example at v24.0; the page Updated 2026-05-08 gives the same answer at v25.0;
+# developers.facebook.com/documentation/business-messaging/whatsapp/messaging-limits).
+MESSAGING_LIMIT_FIELD = "whatsapp_business_manager_messaging_limit"
+MESSAGING_LIMIT_FIELD_V23 = "messaging_limit_tier"
+_NUMBER_FIELDS = (
+    "id,display_phone_number,verified_name,quality_rating,{limit},throughput,name_status,status"
 )
+
+
+def number_fields(api_version: str) -> str:
+    """The fields GET /{phone_number_id} asks for at ``api_version`` ("v23.0", "v25.0")."""
+    match = re.fullmatch(r"v?(\d+)(?:\.\d+)?", api_version.strip())
+    old = match is not None and int(match.group(1)) <= 23
+    return _NUMBER_FIELDS.format(limit=MESSAGING_LIMIT_FIELD_V23 if old else MESSAGING_LIMIT_FIELD)
+
+
 ACCOUNT_FIELDS = "id,name,account_review_status,business_verification_status"
 
 
@@ -220,7 +249,7 @@ def parse_response(
                 wamid=str(message["id"]),
                 # A send to a user id is answered with ``user_id`` and no ``wa_id``.
                 wa_id=str(contact.get("wa_id") or ""),
-                message_status=message.get("message_status"),
+                message_status=_str_or_none(message.get("message_status")),
                 latency_s=latency_s,
             )
         except (KeyError, IndexError, TypeError):
@@ -350,6 +379,11 @@ def _json_or_none(body: bytes) -> Any:
         return json.loads(body)
     except ValueError:
         return None
+
+
+def _str_or_none(value: Any) -> str | None:
+    """A field Meta documents as a string, or None when absent or of another type."""
+    return value if isinstance(value, str) else None
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -54,6 +54,9 @@ def settle(
             message.pair_limit_hits,
             wamid=result.wamid,
             wa_id=result.wa_id,
+            # Still a success: Meta delivers a held message later or drops it with a
+            # 132015 status webhook, which the webhook applier acts on.
+            held_for_quality_assessment=result.held_for_quality_assessment,
         )
     error = result
     entry = _history_entry(error, outcome, message.attempt + 1, now)

@@ -40,7 +40,11 @@ class SimConfig:
     # What users do after a delivered message (webhooks from the user, 2026 shapes):
     # reply "STOP" / tap "stop marketing messages" (user_preferences), by fraction of
     # delivered sends or by recipient. Users in username_recipients hide their phone: their
-    # messages carry only from_user_id. Every status names the recipient_user_id.
+    # messages carry only from_user_id, and every callback gives their username.
+    # webhook_user_ids: sent/delivered/read statuses name the user in value-level contacts[]
+    # (their user_id: the only place Meta names it for a send to a phone);
+    # webhook_parent_user_ids: every user has a parent user id too (parent_user_id,
+    # from_parent_user_id), as under a business portfolio with child businesses.
     stop_reply_fraction: float = 0.0
     preference_stop_fraction: float = 0.0
     reply_recipients: dict[str, str] = field(default_factory=dict)
@@ -48,6 +52,20 @@ class SimConfig:
     username_recipients: list[str] = field(default_factory=list)
     user_delay_ms: float = 80.0
     webhook_user_ids: bool = True
+    webhook_parent_user_ids: bool = False
+    # Template pacing (Meta, "Template pacing", Updated 2025-12-08, and "Business portfolio
+    # pacing"): past a threshold Meta holds a paced template's sends while it gathers
+    # feedback, and its send response says so per message:
+    #   {"messaging_product": "whatsapp", "contacts": [{"input": …, "wa_id": …}],
+    #    "messages": [{"id": "wamid…", "message_status": "held_for_quality_assessment"}]}
+    # where an unheld template send carries "message_status": "accepted" (the shape of
+    # tests/fixtures/real/graph/meta_doc_send_response_template_accepted.json). Every send
+    # of the templates named here, and a share of any other template's sends, are answered
+    # held; their status webhooks follow as usual (Meta releases most held messages). A
+    # held message Meta drops is a `failed` webhook with 132015: async_fail_recipients or
+    # async_failure_code. Free-form (non-template) sends are never held.
+    quality_held_templates: list[str] = field(default_factory=list)
+    quality_held_fraction: float = 0.0
     # Value-level errors[] (no message named, e.g. an asynchronous 130429), sent after a
     # share of the accepted sends.
     value_error_fraction: float = 0.0
@@ -116,6 +134,7 @@ class SimConfig:
             "stop_reply_fraction",
             "preference_stop_fraction",
             "value_error_fraction",
+            "quality_held_fraction",
         ):
             value = getattr(self, name)
             if not 0.0 <= float(value) <= 1.0:
@@ -128,6 +147,14 @@ class SimConfig:
         self.reply_recipients = {key(k): str(v) for k, v in self.reply_recipients.items()}
         self.preference_recipients = {key(k): str(v) for k, v in self.preference_recipients.items()}
         self.username_recipients = [key(k) for k in self.username_recipients]
+        self.quality_held_templates = [str(name) for name in self.quality_held_templates]
+
+    def quality_held(self, template_name: str, draw: float) -> bool:
+        """Whether a send of ``template_name`` is answered ``held_for_quality_assessment``
+        (``draw``: a uniform random number in [0, 1), drawn by the caller)."""
+        if template_name in self.quality_held_templates:
+            return True
+        return draw < self.quality_held_fraction
 
     def as_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -166,21 +193,33 @@ class NumberSpec:
     def bucket_size(self) -> float:
         return float(self.burst) if self.burst else max(1.0, float(self.rate))
 
-    def as_graph(self) -> dict[str, Any]:
-        """The number as ``GET /{phone_number_id}`` describes it."""
+    def as_graph(self, version: str = "v25.0") -> dict[str, Any]:
+        """The number as ``GET /{version}/{phone_number_id}`` describes it.
+
+        The portfolio's limit is ``whatsapp_business_manager_messaging_limit`` from v24.0
+        on and ``messaging_limit_tier`` up to v23.0 (Meta, "Messaging limits").
+        """
         level = self.throughput_level or ("HIGH" if self.rate >= 1000 else "STANDARD")
         data: dict[str, Any] = {
             "id": self.phone_number_id,
             "display_phone_number": self.display_phone_number or self.phone_number_id,
             "verified_name": self.verified_name,
             "quality_rating": self.quality_rating,
-            "whatsapp_business_manager_messaging_limit": self.messaging_limit_tier,
+            messaging_limit_field(version): self.messaging_limit_tier,
             "throughput": {"level": level},
             "name_status": self.name_status,
             "platform_type": "CLOUD_API",
             "status": "CONNECTED",
         }
         return {k: v for k, v in data.items() if v}
+
+
+def messaging_limit_field(version: str) -> str:
+    """The number's messaging-limit field at a Graph version ("v23.0" -> the old name)."""
+    match = re.fullmatch(r"v?(\d+)(?:\.\d+)?", version.strip())
+    if match is not None and int(match.group(1)) <= 23:
+        return "messaging_limit_tier"
+    return "whatsapp_business_manager_messaging_limit"
 
 
 @dataclass
@@ -337,6 +376,16 @@ def user_id_for(recipient: str) -> str:
         return recipient
     digest = hashlib.blake2b(_digits(recipient).encode(), digest_size=8).digest()
     return f"US.{int.from_bytes(digest, 'big')}"
+
+
+def parent_user_id_for(recipient: str) -> str:
+    """The simulator's parent business-scoped user id of a recipient (``US.ENT.…``)."""
+    return "US.ENT." + user_id_for(recipient).rsplit(".", 1)[1]
+
+
+def username_for(recipient: str) -> str:
+    """The simulator's username of a recipient, written as Meta's page writes one (``@…``)."""
+    return "@sim" + user_id_for(recipient).rsplit(".", 1)[1][-8:]
 
 
 def _digits(phone: str) -> str:

@@ -25,6 +25,7 @@ from delivery.simulator.records import (
     ACCEPTED_LATE_FAIL,
     Recorder,
 )
+from delivery.simulator.us_pause import us_marketing_failure
 from delivery.simulator.validate import Invalid, check_shape, check_template
 from delivery.simulator.webhooks import SentMessage, WebhookDispatcher
 
@@ -70,6 +71,7 @@ class Simulator:
         self.reach: dict[str, ReachWindow] = {}
         self.in_flight = 0
         self.over_limit = 0
+        self.quality_held = 0
 
     # --- control ------------------------------------------------------------------------
 
@@ -108,6 +110,7 @@ class Simulator:
             **self.recorder.stats(),
             "in_flight": self.in_flight,
             "messaging_limit_exceeded": self.over_limit,
+            "held_for_quality_assessment": self.quality_held,
             "webhooks": self.webhooks.stats(),
             "numbers": sorted(self.numbers),
             "templates": len(self.templates),
@@ -178,6 +181,8 @@ class Simulator:
         code, held, late_fail = self._decide(number, recipient, req.mono)
         if code is not None:
             return self._reply(req, *errors.graph_error(code), str(code))
+        if template is not None and late_fail is None:
+            late_fail = us_marketing_failure(req.to, template.category)
         wamid = self.recorder.wamid(req.seq, req.to)
         self.webhooks.schedule(
             SentMessage(
@@ -193,7 +198,15 @@ class Simulator:
             failure_code=late_fail,
         )
         outcome = ACCEPTED_HELD if held else ACCEPTED_LATE_FAIL if late_fail else ACCEPTED
-        reply = self._reply(req, 200, _success(req.to, wamid, template is not None), outcome)
+        status = None
+        if template is not None:
+            # The draw only when a share is configured: a run without pacing consumes the
+            # same random numbers as before, so seeded runs replay unchanged.
+            draw = self.rng.random() if cfg.quality_held_fraction else 1.0
+            paced = cfg.quality_held(template.name, draw)
+            self.quality_held += paced
+            status = HELD_FOR_QUALITY_ASSESSMENT if paced else "accepted"
+        reply = self._reply(req, 200, _success(req.to, wamid, status), outcome)
         if held:
             reply.delay_s = cfg.timeout_hold_s
         return reply
@@ -289,10 +302,17 @@ class Simulator:
         return max(0.0, ms) / 1000.0
 
 
-def _success(to: str, wamid: str, is_template: bool) -> bytes:
+# A template send Meta holds while it assesses the template's quality (pacing): see
+# ``SimConfig.quality_held_templates``.
+HELD_FOR_QUALITY_ASSESSMENT = "held_for_quality_assessment"
+
+
+def _success(to: str, wamid: str, message_status: str | None) -> bytes:
+    """Meta's answer to an accepted send; ``message_status`` (``accepted`` or
+    ``held_for_quality_assessment``) only for a template send, as Meta answers."""
     message: dict[str, Any] = {"id": wamid}
-    if is_template:
-        message["message_status"] = "accepted"
+    if message_status is not None:
+        message["message_status"] = message_status
     # A send to a user id is answered with the user_id and no wa_id (Meta, 2026).
     contact = (
         {"input": to, "user_id": to} if is_user_id(to) else {"input": to, "wa_id": _digits(to)}

@@ -108,6 +108,9 @@
       return [label, count, bar(row.count, d.total), row.percent === null ? "" : row.percent + " %"];
     });
     rows($("wb-funnel"), null, figures);
+    const held = $("wb-held");
+    held.textContent = d.held_for_quality_text || "";
+    held.hidden = !d.held_for_quality_text;
 
     $("wb-chart").innerHTML = d.chart_svg; // server-drawn from numbers only
     $("wb-rate").textContent = fmt.format(d.rate_per_second) + " msg/s over the last " +
@@ -169,6 +172,8 @@
     if (d.guard) {
       $("wb-guard").textContent = d.guard.text;
       $("wb-guard-reason").textContent = d.guard.reason || "";
+      $("wb-guard-held").textContent = d.guard.held_warning || "";
+      $("wb-guard-held").hidden = !d.guard.held_warning;
     }
 
     const show = {

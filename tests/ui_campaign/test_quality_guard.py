@@ -260,3 +260,45 @@ def test_the_guard_judges_at_most_once_per_interval(settings: Any) -> None:
     assert guards_run()["paused"] == []  # within the interval: not judged
     settings.GUARD_INTERVAL_SECONDS = 0
     assert guards_run()["paused"] == [campaign.pk]
+
+
+def test_the_guard_names_held_sends_in_its_reason_and_acts_on_opt_outs_only() -> None:
+    from django.utils import timezone
+
+    from delivery.campaigns.guard import guard_summary
+    from tests.factories import make_campaign, make_contact
+
+    campaign = make_campaign(
+        status=CampaignStatus.RUNNING,
+        guard_min_sample=10,
+        guard_slow_rate=0.02,
+        guard_pause_rate=0.5,
+        started_at=timezone.now(),
+    )
+    contacts = [make_contact() for _ in range(20)]
+    for i, contact in enumerate(contacts):
+        Message.objects.create(
+            campaign=campaign,
+            contact=contact,
+            phone_number=campaign.phone_number,
+            to=contact.phone or "",
+            status="sent",
+            sent_at=timezone.now(),
+            next_attempt_at=timezone.now(),
+            held_for_quality_assessment=i % 4 == 0,  # Meta holds 5 of the 20
+        )
+    window = guard_window(campaign=campaign)
+    assert (window.sends, window.held, window.rate) == (20, 5, 0.0)
+    # Held sends alone: the guard warns and does nothing.
+    assert campaign_guard(campaign=campaign) == ""
+    assert "Meta held 5 of the latest 20 sends (25.0%)" in str(
+        guard_summary(campaign=campaign)["held_warning"]
+    )
+
+    # One opt-out (5 %) slows it; the reason names the held sends as well.
+    contacts[1].opted_out_at = timezone.now()
+    contacts[1].save()
+    assert campaign_guard(campaign=campaign) == "slowed"
+    campaign.refresh_from_db()
+    assert "5.0% of the latest 20 sends opted out or were blocked" in campaign.guard_reason
+    assert "5 of them (25.0%) held by Meta for quality assessment" in campaign.guard_reason

@@ -31,6 +31,7 @@ from delivery.campaigns.progress import (
     campaign_funnel,
     campaign_progress,
     campaign_send_rate_series,
+    held_for_quality_text,
     recent_rate,
     series_span,
 )
@@ -121,6 +122,8 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "remaining": progress.remaining,
         "percent": round(100 * done / progress.total, 1) if progress.total else 0.0,
         "counts": progress.counts,
+        "held_for_quality_assessment": progress.held_for_quality_assessment,
+        "held_for_quality_text": held_for_quality_text(progress.held_for_quality_assessment),
         "funnel": campaign_funnel(counts=progress.counts),
         "figures": figures_as_dicts(
             campaign_figures(campaign_id=campaign.pk, status_counts=progress.counts)

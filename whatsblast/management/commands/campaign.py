@@ -22,7 +22,7 @@ from campaigns.state import LifecycleError, campaign_pause
 from campaigns.windows.daily import SendWindow
 from delivery.campaigns.launch import LaunchError, campaign_start
 from delivery.campaigns.lifecycle import campaign_cancel, campaign_resume
-from delivery.campaigns.progress import CampaignProgress, campaign_progress
+from delivery.campaigns.progress import CampaignProgress, campaign_progress, held_for_quality_text
 from whatsblast.management.base import SubcommandCommand
 
 
@@ -211,11 +211,13 @@ def progress_text(progress: CampaignProgress) -> str:
         eta = f"{progress.eta_seconds:.0f}s"
         if progress.eta is not None and progress.remaining:
             eta += f" (around {progress.eta:%Y-%m-%d %H:%M:%S %Z})"
-    return "\n".join(
-        (
-            f"campaign {progress.campaign_id} {progress.name!r}: {progress.status}",
-            f"messages {progress.total}, remaining {progress.remaining}",
-            f"by status: {counts or 'none yet'}",
-            f"rate {progress.rate_per_second} msg/s over the last minute, ETA {eta}",
-        )
-    )
+    lines = [
+        f"campaign {progress.campaign_id} {progress.name!r}: {progress.status}",
+        f"messages {progress.total}, remaining {progress.remaining}",
+        f"by status: {counts or 'none yet'}",
+        f"rate {progress.rate_per_second} msg/s over the last minute, ETA {eta}",
+    ]
+    held = held_for_quality_text(progress.held_for_quality_assessment)
+    if held:
+        lines.append(held)
+    return "\n".join(lines)
