@@ -42,15 +42,31 @@ def browser() -> Iterator[Any]:
             chromium.close()
 
 
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 860}, accept_downloads=True)
+def _page(browser: Any, width: int, height: int) -> Iterator[Any]:
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, accept_downloads=True
+    )
     page = context.new_page()
     page.set_default_timeout(20_000)
     try:
         yield page
     finally:
         context.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    yield from _page(browser, 1280, 860)
+
+
+# The width the admin is tried at as people use it (a common laptop screen).
+WIDE = 1366
+
+
+@pytest.fixture
+def wide(browser: Any) -> Iterator[Any]:
+    """A page at 1366 px wide."""
+    yield from _page(browser, WIDE, 900)
 
 
 @pytest.fixture

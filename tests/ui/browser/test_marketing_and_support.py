@@ -31,7 +31,6 @@ from whatsblast.auth.roles import MARKETING, SUPPORT
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.browser]
 
-WIDTH = 1366
 # The campaign the tests share, figure by figure, as a person counts it.
 EXPECTED = {
     "audience": 20,
@@ -132,17 +131,6 @@ def finished_campaign() -> Campaign:
             payload={},
         )
     return campaign
-
-
-@pytest.fixture
-def wide(browser: Any) -> Any:
-    context = browser.new_context(viewport={"width": WIDTH, "height": 900}, accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    try:
-        yield page
-    finally:
-        context.close()
 
 
 def fits(page: Any) -> bool:

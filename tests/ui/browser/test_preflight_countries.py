@@ -31,24 +31,12 @@ from whatsblast.auth.roles import MARKETING
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, pytest.mark.browser]
 
-WIDTH = 1366
 SCREENSHOT = "/tmp/preflight_countries.png"  # noqa: S108 - to look at, not to keep
 
 US = [f"+121223456{i:02d}" for i in range(1, 5)]  # New York (212)
 CA = [f"+141655501{i:02d}" for i in range(1, 4)]  # Toronto (416)
 JM = [f"+187655501{i:02d}" for i in range(1, 3)]  # Jamaica (876)
 BR = ["+5511987654301"]  # São Paulo
-
-
-@pytest.fixture
-def wide(browser: Any) -> Any:
-    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(20_000)
-    try:
-        yield page
-    finally:
-        context.close()
 
 
 def draft_to_four_countries() -> Campaign:
