@@ -283,6 +283,11 @@ class Contact(models.Model):
     attributes = models.JSONField(default=dict, blank=True)
     opted_in_at = models.DateTimeField(null=True, blank=True)
     opted_out_at = models.DateTimeField(null=True, blank=True)
+    # How the opt-out came (a STOP reply, the user's WhatsApp setting, Meta's 131050 on a
+    # send), written with opted_out_at by campaigns.audience.opt_outs; "" when set by hand.
+    opted_out_reason = models.CharField(
+        "opt-out reason", max_length=200, blank=True, default="", db_default=""
+    )
     lists = models.ManyToManyField(ContactList, through="ListMembership", related_name="contacts")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

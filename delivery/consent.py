@@ -25,7 +25,7 @@ def contacts_stop(*, contact_ids: Sequence[int], at: datetime, reason: str) -> i
     ids = sorted(set(contact_ids))
     if not ids:
         return 0
-    opted = contacts_opt_out(contact_ids=ids, at=at)
+    opted = contacts_opt_out(contact_ids=ids, at=at, reason=reason)
     skipped = campaign_pending_skip_for_contacts(contact_ids=ids, reason=reason)
     if opted or skipped:
         logger.info(

@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.urls import include, path, re_path
 
+from whatsblast.admin.customer import customer
 from whatsblast.admin.preferences import preferences
 from whatsblast.auth.login_throttle import ThrottledAdminLoginForm
 from whatsblast.views import api, health, metrics, webhooks
@@ -33,6 +34,8 @@ handler403 = "whatsblast.views.errors.forbidden"
 
 urlpatterns = [
     path("admin/preferences/", preferences, name="wb_preferences"),
+    # One person's page: a phone (+5511987654321) or a WhatsApp user id.
+    path("admin/customer/<str:key>/", customer, name="wb_customer"),
     path("admin/", admin.site.urls),
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),

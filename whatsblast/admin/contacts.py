@@ -10,11 +10,13 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
+from campaigns.audience.phone_search import phone_search_candidates
 from campaigns.models import (
     Contact,
     ContactList,
     ListMembership,
 )
+from whatsblast.admin.customer_links import customer_link
 from whatsblast.admin.pagination import LargeTableAdmin
 from whatsblast.admin.uploads import contact_list_upload_view
 
@@ -104,22 +106,48 @@ class ContactForm(forms.ModelForm[Contact]):
 class ContactAdmin(LargeTableAdmin):
     form = ContactForm
     # A contact known only by its WhatsApp user id shows "-" as its phone.
-    list_display = ("phone", "user_id", "name", "opted_in_at", "opted_out_at", "created_at")
+    list_display = (
+        "phone",
+        "user_id",
+        "name",
+        "opted_in_at",
+        "opted_out_at",
+        "created_at",
+        "customer_page",
+    )
     list_filter = (("opted_out_at", admin.EmptyFieldListFilter), "lists")
-    # "=phone" and "=user_id" are exact matches their unique indexes serve; name search
-    # scans, as it must, and the username (no index) is matched on the way.
+    # A phone in any format is matched exactly on the phone's unique index
+    # (get_search_results); otherwise "=user_id" is served by its unique index, name
+    # search scans, as it must, and the username (no index) is matched on the way.
     search_fields = ("=phone", "=user_id", "=username", "name")
     search_help_text = (
-        "Exact E.164 phone (+5511999990000), exact WhatsApp user id (US.1349…), exact "
-        "WhatsApp username (with or without @) or part of a name."
+        "A phone number as people say it ((11) 98765-4321, +55 11 98765-4321), exact "
+        "WhatsApp user id (US.1349…), exact WhatsApp username (with or without @) or part "
+        "of a name."
     )
     ordering = ("phone", "user_id")
     # Learnt from Meta's callbacks with the user id, never typed in.
-    readonly_fields = ("parent_user_id", "username", "created_at", "updated_at")
+    readonly_fields = (
+        "customer_page",
+        "opted_out_reason",
+        "parent_user_id",
+        "username",
+        "created_at",
+        "updated_at",
+    )
+
+    @admin.display(description="customer")
+    def customer_page(self, obj: Contact) -> str:
+        if obj.pk is None:
+            return "-"
+        return customer_link(obj.recipient, "Customer page")
 
     def get_search_results(
         self, request: HttpRequest, queryset: Any, search_term: str
     ) -> tuple[Any, bool]:
+        phones = phone_search_candidates(search_term)
+        if phones:
+            return queryset.filter(phone__in=phones), False
         results, may_have_duplicates = super().get_search_results(request, queryset, search_term)
         # Usernames are stored without their "@" (Meta writes them both ways): "@kfisher"
         # finds the contact "kfisher" does.

@@ -9,8 +9,10 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from campaigns.audience.phone_search import phone_search_candidates
 from webhooks.models import AsyncError, InboundMessage, UnmatchedStatus, WebhookEvent
 from webhooks.services import events_requeue
+from whatsblast.admin.customer_links import customer_link
 from whatsblast.admin.tables import json_table
 
 
@@ -76,11 +78,28 @@ class UnmatchedStatusAdmin(ReadOnlyAdmin):
 
 @admin.register(InboundMessage)
 class InboundMessageAdmin(ReadOnlyAdmin):
-    list_display = ("sent_at", "from_phone", "type", "text", "is_opt_out", "campaign")
+    list_display = ("sent_at", "sender", "type", "text", "is_opt_out", "campaign")
     list_filter = ("is_opt_out", "type")
-    search_fields = ("from_phone", "wamid")
+    # Exact matches, each on an index: the sender's phone in any format (inbound_from_idx,
+    # get_search_results), the wamid (unique).
+    search_fields = ("=wamid",)
+    search_help_text = (
+        "A phone number as people say it ((11) 98765-4321, +55 11 98765-4321) or a wamid."
+    )
     list_select_related = ("campaign",)
     ordering = ("-sent_at",)
+
+    @admin.display(description="from", ordering="from_phone")
+    def sender(self, obj: InboundMessage) -> str:
+        return customer_link(obj.from_phone or obj.from_user_id)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[InboundMessage], search_term: str
+    ) -> tuple[QuerySet[InboundMessage], bool]:
+        phones = phone_search_candidates(search_term)
+        if phones:
+            return queryset.filter(from_phone__in=phones), False
+        return super().get_search_results(request, queryset, search_term)
 
 
 @admin.register(AsyncError)

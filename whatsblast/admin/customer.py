@@ -1,0 +1,223 @@
+"""One page for one person: their contact record, every message to them, their replies,
+their opt-out and their dead letters, at ``/admin/customer/<phone or user id>/``.
+
+Support and Marketing open it from any list that shows a phone (Messages, Contacts,
+Inbound, Dead letters) and from a message's or a contact's page. Support decides dead
+letters here (requeue now, discard with a note) through ``delivery.dead_letters``; a role
+without those permissions sees the entries without the buttons.
+
+Every section is one query through an index: the contact by its unique phone or user id,
+messages by ``contact_id`` (campaign sends) or, for the API's sends that carry no contact,
+the partial index of API messages; replies by ``from_phone``'s index or ``contact_id``;
+dead letters by the messages' ids. Each list shows its newest rows up to a cap, with the
+total.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import reverse
+
+from campaigns.audience.phone_search import phone_search_candidates
+from campaigns.models import Contact
+from delivery.dead_letters import NOTE_MAX_LENGTH, dead_letter_discard, dead_letter_requeue
+from delivery.models import DeadLetter, DeadLetterStatus, Message
+from webhooks.models import InboundMessage
+from webhooks.users import PREFERENCE_STOP_REASON
+from whatsblast.admin.customer_links import customer_url
+from whatsblast.admin.dead_letters import requeue_account
+from whatsblast.admin.tables import json_table
+
+# Who may open the page: both roles read contacts and messages.
+VIEW_PERMISSIONS = ("campaigns.view_contact", "delivery.view_message")
+# The newest rows each section shows; the total is given beside it.
+SHOWN = 50
+
+# How an opt-out came, in words (the reasons ``delivery.consent`` records).
+_OPT_OUT_SOURCES = {
+    "opted out by reply": "replied asking to stop",
+    PREFERENCE_STOP_REASON: "chose to stop marketing messages in WhatsApp",
+}
+
+
+@dataclass
+class Customer:
+    """Who the page is about: the contact when there is one, and every address of theirs
+    (phone, user id) their messages and replies may be under."""
+
+    key: str
+    contact: Contact | None
+    phones: list[str]
+    recipients: list[str]
+
+
+def customer_find(key: str) -> Customer | None:
+    """The person a phone (in any format people type) or a user id names, or None."""
+    key = key.strip()
+    phones = [key] if key.startswith("+") else phone_search_candidates(key)
+    contact = (
+        Contact.objects.filter(Q(phone__in=phones) | Q(user_id=key)).order_by("id").first()
+        if key
+        else None
+    )
+    if contact is not None:
+        phones = [contact.phone] if contact.phone else []
+        recipients = [r for r in (contact.phone, contact.user_id) if r]
+        return Customer(
+            key=contact.recipient, contact=contact, phones=phones, recipients=recipients
+        )
+    if key.startswith("+") and phones:
+        return Customer(key=key, contact=None, phones=[key], recipients=[key])
+    return None
+
+
+def customer_messages(customer: Customer) -> QuerySet[Message]:
+    """Every message to the person, newest first: campaign sends by the contact's index,
+    API sends (no contact) by their recipient among the API's rows (a partial index)."""
+    match = Q(api_key__isnull=False, to__in=customer.recipients)
+    if customer.contact is not None:
+        match |= Q(contact_id=customer.contact.pk)
+    return Message.objects.filter(match).order_by("-id")
+
+
+def customer_replies(customer: Customer) -> QuerySet[InboundMessage]:
+    """What the person wrote to the business numbers, newest first."""
+    match = Q(from_phone__in=customer.phones) if customer.phones else Q(pk__in=[])
+    if customer.contact is not None:
+        match |= Q(contact_id=customer.contact.pk)
+    return InboundMessage.objects.filter(match).order_by("-sent_at", "-id")
+
+
+def customer_dead_letters(customer: Customer) -> QuerySet[DeadLetter]:
+    """The person's dead letters, newest first."""
+    ids = customer_messages(customer).order_by().values("id")
+    return DeadLetter.objects.filter(message_id__in=ids).order_by("-created_at", "-id")
+
+
+def opt_out_source(contact: Contact) -> str:
+    """Why the contact is opted out, in words; "" when they are not."""
+    if contact.opted_out_at is None:
+        return ""
+    reason = contact.opted_out_reason
+    if not reason:
+        return "no reason recorded (set by hand, or before reasons were kept)"
+    if "131050" in reason:
+        return "Meta refused a message: the user stopped marketing messages (131050)"
+    return _OPT_OUT_SOURCES.get(reason, reason)
+
+
+class DeadLetterDecisionForm(forms.Form):
+    dead_letter = forms.IntegerField()
+    decision = forms.ChoiceField(choices=[("requeue", "Requeue"), ("discard", "Discard")])
+    note = forms.CharField(required=False, max_length=NOTE_MAX_LENGTH)
+
+
+def customer_view(request: HttpRequest, key: str) -> HttpResponse:
+    if not all(request.user.has_perm(p) for p in VIEW_PERMISSIONS):
+        raise PermissionDenied
+    customer = customer_find(key)
+    if customer is None:
+        raise Http404("No customer with this phone or user id.")
+    if customer.key != key:  # "(11) 98765-4321" or the user id of a contact with a phone
+        return HttpResponseRedirect(customer_url(customer.key))
+    if request.method == "POST":
+        _decide(request, customer)
+        return HttpResponseRedirect(customer_url(customer.key))
+    return TemplateResponse(request, "admin/customer.html", _context(request, customer))
+
+
+customer = admin.site.admin_view(customer_view)
+
+
+def _decide(request: HttpRequest, customer: Customer) -> None:
+    """A requeue (now) or a discard of one of the person's dead letters."""
+    form = DeadLetterDecisionForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The note is too long.")
+        return
+    data = form.cleaned_data
+    permission = f"delivery.{data['decision']}_deadletter"
+    if not request.user.has_perm(permission):
+        raise PermissionDenied
+    # Only the person's own entries: the id in the form is not trusted to be theirs.
+    letter = customer_dead_letters(customer).filter(pk=data["dead_letter"]).first()
+    if letter is None:
+        raise Http404("No such dead letter for this customer.")
+    try:
+        if data["decision"] == "requeue":
+            decision = dead_letter_requeue(
+                dead_letters=[letter], user=request.user, note=data["note"]
+            )
+            verb = "requeued"
+        else:
+            decision = dead_letter_discard(
+                dead_letters=[letter], user=request.user, note=data["note"]
+            )
+            verb = "discarded"
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return
+    level = messages.SUCCESS if decision.done else messages.WARNING
+    messages.add_message(request, level, decision.summary(verb))
+
+
+def _context(request: HttpRequest, customer: Customer) -> dict[str, Any]:
+    user = request.user
+    contact = customer.contact
+    sent = customer_messages(customer).select_related("campaign", "template")
+    replies = customer_replies(customer).select_related("campaign")
+    letters = customer_dead_letters(customer).select_related("message", "campaign", "resolved_by")
+    shown_letters = list(letters[:SHOWN])
+    can_requeue = user.has_perm("delivery.requeue_deadletter")
+    can_discard = user.has_perm("delivery.discard_deadletter")
+    letter_rows = [_letter_row(letter, can_requeue, can_discard) for letter in shown_letters]
+    title = contact.name if contact is not None and contact.name else customer.key
+    return {
+        **admin.site.each_context(request),
+        "title": f"Customer: {title}",
+        "customer": customer,
+        "contact": contact,
+        "contact_url": (
+            reverse("admin:campaigns_contact_change", args=[contact.pk])
+            if contact is not None
+            else ""
+        ),
+        "lists": list(contact.lists.order_by("name").values_list("name", flat=True))
+        if contact is not None
+        else [],
+        "attributes": json_table(contact.attributes, empty="None.") if contact else "",
+        "opt_out_source": opt_out_source(contact) if contact is not None else "",
+        "sent": list(sent[:SHOWN]),
+        "sent_count": (sent_count := sent.count()),
+        "sent_total": f"{sent_count:,}",
+        "replies": list(replies[:SHOWN]),
+        "reply_count": (reply_count := replies.count()),
+        "reply_total": f"{reply_count:,}",
+        "letters": letter_rows,
+        "letter_count": (letter_count := letters.count()),
+        "letter_total": f"{letter_count:,}",
+        "shown": SHOWN,
+        "may_see_dead_letters": user.has_perm("delivery.view_deadletter"),
+        # The Decide column only while an entry shown is open and the viewer may decide it.
+        "may_decide": any(row["can_requeue"] or row["can_discard"] for row in letter_rows),
+        "may_see_campaigns": user.has_perm("campaigns.view_campaign"),
+    }
+
+
+def _letter_row(letter: DeadLetter, can_requeue: bool, can_discard: bool) -> dict[str, Any]:
+    is_open = letter.status == DeadLetterStatus.OPEN
+    return {
+        "letter": letter,
+        "error": f"{letter.error_code or ''} {letter.error_title}".strip(),
+        "account": requeue_account(letter, letter.message),
+        "can_requeue": is_open and can_requeue,
+        "can_discard": is_open and can_discard,
+    }
