@@ -352,14 +352,18 @@ RETURNING m.id
 """  # noqa: S608
 
 # A success whose row a webhook already moved on (delivered before the response was
-# recorded): keep the newer status, still remember the wamid and whether Meta held it.
+# recorded): keep the newer status, still remember the wamid, whether Meta held it, and
+# the attempt that sent it (left out, a message sent at the first try read "0 attempts"
+# whenever its callback beat the sender's flush, which at speed is most of them).
 _LATE_SUCCESS_SQL = """
 UPDATE delivery_message AS m
    SET wamid = coalesce(m.wamid, u.wamid),
        wa_id = coalesce(nullif(m.wa_id, ''), u.wa_id),
        held_for_quality_assessment = m.held_for_quality_assessment OR u.held,
-       sent_at = coalesce(m.sent_at, now())
-  FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::boolean[]) AS u(id, wamid, wa_id, held)
+       sent_at = coalesce(m.sent_at, now()),
+       attempt = greatest(m.attempt, u.attempt)
+  FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::boolean[], %s::int[])
+       AS u(id, wamid, wa_id, held, attempt)
  WHERE m.id = u.id
 """
 
@@ -384,6 +388,10 @@ ON CONFLICT (message_id) WHERE status = 'open' DO NOTHING
 _LOCK_SQL = """
 SELECT id FROM delivery_message WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE
 """
+
+
+# Written on the contact a send's 131050 opted out (shown on the customer page).
+SEND_OPT_OUT_REASON = "a send was refused: the user stopped marketing messages (131050)"
 
 
 def settlements_record(
@@ -431,12 +439,13 @@ def settlements_record(
                     [s.wamid for s in late],
                     [s.wa_id for s in late],
                     [s.held_for_quality_assessment for s in late],
+                    [s.attempt for s in late],
                 ],
             )
         if dead_ids:
             cursor.execute(_DEAD_LETTER_SQL, [dead_ids])
         if opted_out_contact_ids:
-            contacts_opt_out(contact_ids=opted_out_contact_ids)
+            contacts_opt_out(contact_ids=opted_out_contact_ids, reason=SEND_OPT_OUT_REASON)
     return len(updated)
 
 
@@ -610,20 +619,45 @@ def campaign_pending_skip_for_contacts(*, contact_ids: Sequence[int], reason: st
 
 # --- dead letters ----------------------------------------------------------------------------
 
-# Fresh attempts: back to pending, due now, attempt counter reset so the campaign's (or the
-# transactional policy's) full retry budget applies again. The history keeps the earlier
-# attempts and records the requeue, so the message page tells the whole story.
-_DEAD_REQUEUE_SQL = f"""
+# Fresh attempts: back to pending, due now (or at the time support chose), attempt counter
+# reset so the campaign's (or the transactional policy's) full retry budget applies again,
+# and the engine's backoff spaces them as any first send's. The last life's identity and
+# times are cleared (its wamid and whether Meta held it, sent/delivered/read/failed), as a
+# retry of failed rows does: the new send records its own, so a later "read" is this send's
+# and the page can tell it from the earlier one. The history keeps the earlier attempts and
+# records the requeue. The status guard is the race guard: a row another writer moved
+# (another agent's requeue, a cancel) is left alone. Support's dead letters come from
+# `dead`; a failed row that never reached the dead letters comes from `failed`.
+_REQUEUE_SQL = """
 UPDATE delivery_message
-   SET status = '{S.PENDING}', attempt = 0, pair_limit_hits = 0, next_attempt_at = now(),
+   SET status = '{pending}', attempt = 0, pair_limit_hits = 0,
+       next_attempt_at = greatest(now(), coalesce(%(at)s::timestamptz, now())),
        claimed_at = NULL,
+       wamid = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL, failed_at = NULL,
+       held_for_quality_assessment = false,
        error_history = error_history || jsonb_build_array(%(entry)s::jsonb)
- WHERE id = ANY(%(ids)s) AND status = '{S.DEAD}'
-"""  # noqa: S608
+ WHERE id = ANY(%(ids)s) AND status = '{from_status}'
+RETURNING id
+"""
+_DEAD_REQUEUE_SQL = _REQUEUE_SQL.format(pending=S.PENDING, from_status=S.DEAD)
+_FAILED_REQUEUE_SQL = _REQUEUE_SQL.format(pending=S.PENDING, from_status=S.FAILED)
 
 
-def dead_requeue(*, ids: Sequence[int], entry: dict[str, Any]) -> int:
-    return _run(_DEAD_REQUEUE_SQL, {"ids": list(ids), "entry": json.dumps(entry)})
+def dead_requeue(
+    *, ids: Sequence[int], entry: dict[str, Any], at: datetime | None = None
+) -> list[int]:
+    """Dead rows back to pending with fresh attempts, due ``at`` (now when None or past);
+    the ids of the rows it moved."""
+    args = {"ids": list(ids), "entry": json.dumps(entry), "at": at}
+    return [int(row[0]) for row in _fetch(_DEAD_REQUEUE_SQL, args)]
+
+
+def failed_requeue(
+    *, ids: Sequence[int], entry: dict[str, Any], at: datetime | None = None
+) -> list[int]:
+    """Failed rows (no dead letter) back to pending, as ``dead_requeue``; the ids moved."""
+    args = {"ids": list(ids), "entry": json.dumps(entry), "at": at}
+    return [int(row[0]) for row in _fetch(_FAILED_REQUEUE_SQL, args)]
 
 
 # --- status callbacks ------------------------------------------------------------------------
