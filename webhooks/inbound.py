@@ -8,6 +8,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -58,6 +59,61 @@ def is_opt_out(inbound: Inbound, keywords: frozenset[str]) -> bool:
     if inbound.button_payload:
         candidates.append(inbound.button_payload)
     return any(keyword_normalise(c) in keywords for c in candidates if c)
+
+
+@dataclass(frozen=True)
+class QuickReplyOptOut:
+    """Whether tapping one of a template's quick-reply buttons opts the recipient out."""
+
+    index: str
+    text: str
+    opts_out: bool | None  # None: it depends on each contact (a payload from their field)
+    reason: str
+
+    @property
+    def verdict(self) -> str:
+        if self.opts_out is None:
+            return "depends on the contact"
+        return "opts out" if self.opts_out else "does not opt out"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "verdict": self.verdict}
+
+
+def quick_reply_opt_outs(
+    *, buttons: Sequence[dict[str, Any]], mapped: dict[str, Any]
+) -> list[QuickReplyOptOut]:
+    """The opt-out rule (``is_opt_out``) applied to a tap on each quick-reply button.
+
+    A tap comes back as the button's text and its payload: the campaign's mapped payload,
+    or, with none mapped, the button's text again (Meta's default). Either being a stop
+    keyword opts the recipient out. ``mapped`` is the campaign's ``param_mapping["buttons"]``.
+    """
+    keywords = opt_out_keywords()
+    found = []
+    for button in buttons:
+        if str(button.get("type", "")).upper() != "QUICK_REPLY":
+            continue
+        index, text = str(button.get("index", "")), str(button.get("text") or "")
+        found.append(_tap_verdict(index, text, mapped.get(index), keywords))
+    return found
+
+
+def _tap_verdict(index: str, text: str, source: Any, keywords: frozenset[str]) -> QuickReplyOptOut:
+    if keyword_normalise(text) in keywords:
+        return QuickReplyOptOut(index, text, True, f"its text '{text}' is a stop keyword")
+    if not isinstance(source, dict):
+        reason = f"its text '{text}' is not a stop keyword and no payload is set"
+        return QuickReplyOptOut(index, text, False, reason)
+    if "value" in source:
+        payload = str(source["value"])
+        if keyword_normalise(payload) in keywords:
+            return QuickReplyOptOut(index, text, True, f"payload '{payload}' is a stop keyword")
+        reason = f"payload '{payload}' is not a stop keyword, nor is its text '{text}'"
+        return QuickReplyOptOut(index, text, False, reason)
+    field = str(source.get("field", ""))
+    reason = f"the payload is each contact's '{field}': only a stop keyword there opts out"
+    return QuickReplyOptOut(index, text, None, reason)
 
 
 def inbound_store(

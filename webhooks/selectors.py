@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
-from django.db.models import Count, Exists, F, IntegerField, Min, OuterRef, Q, Subquery, Value
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    Min,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+)
 from django.db.models.functions import Coalesce, NullIf
 from django.utils import timezone
 
+from delivery.models import Message
 from webhooks.models import InboundMessage, UnmatchedStatus, WebhookEvent, WebhookEventStatus
 
 
@@ -97,3 +112,83 @@ def message_opted_out_expression() -> Exists:
             _from_recipient(), campaign_id=OuterRef("campaign_id"), is_opt_out=True
         )
     )
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One inbound message tied to a campaign, as the campaign's pages show it."""
+
+    id: int
+    sent_at: datetime
+    type: str
+    text: str
+    button_payload: str
+    from_phone: str
+    from_user_id: str
+    profile_name: str
+    contact_id: int | None
+    contact_name: str
+    is_opt_out: bool
+    # The campaign's message to this recipient: the one they replied to.
+    message_id: int | None
+    message_status: str
+
+    @property
+    def sender(self) -> str:
+        return self.from_phone or self.from_user_id
+
+    @property
+    def name(self) -> str:
+        return self.contact_name or self.profile_name
+
+
+def _replies(queryset: QuerySet[InboundMessage], start: int, stop: int) -> list[Reply]:
+    # The campaign's message to the sender, through the (campaign, to) unique index.
+    answered = Message.objects.filter(
+        Q(to=OuterRef("from_phone")) | Q(to=OuterRef("from_user_id")),
+        campaign_id=OuterRef("campaign_id"),
+    ).order_by()
+    rows = queryset.annotate(
+        message_id=Subquery(answered.values("id")[:1]),
+        message_status=Subquery(answered.values("status")[:1]),
+        contact_name=Coalesce(F("contact__name"), Value("")),
+    ).values(
+        "id",
+        "sent_at",
+        "type",
+        "text",
+        "button_payload",
+        "from_phone",
+        "from_user_id",
+        "profile_name",
+        "contact_id",
+        "contact_name",
+        "is_opt_out",
+        "message_id",
+        "message_status",
+    )[start:stop]
+    replies: list[Reply] = []
+    for row in rows:
+        values: dict[str, Any] = dict(row)
+        values["message_status"] = values["message_status"] or ""
+        replies.append(Reply(**values))
+    return replies
+
+
+def campaign_replies(*, campaign_id: int, offset: int = 0, limit: int = 50) -> list[Reply]:
+    """A page of the campaign's replies, newest first (the inbound campaign index walked
+    backwards: a page costs its rows, whatever the campaign's size)."""
+    queryset = InboundMessage.objects.filter(campaign_id=campaign_id).order_by("-sent_at", "-id")
+    return _replies(queryset, offset, offset + limit)
+
+
+def message_replies(*, campaign_id: int | None, to: str, limit: int = 20) -> list[Reply]:
+    """What the recipient of a campaign message wrote back to that campaign, newest first."""
+    if campaign_id is None or not to:
+        return []
+    queryset = (
+        InboundMessage.objects.filter(campaign_id=campaign_id)
+        .filter(Q(from_phone=to) | Q(from_user_id=to))
+        .order_by("-sent_at", "-id")
+    )
+    return _replies(queryset, 0, limit)

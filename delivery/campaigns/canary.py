@@ -42,6 +42,13 @@ logger = logging.getLogger(__name__)
 # Far beyond any real schedule, yet a date Python can read back (PostgreSQL's 'infinity'
 # would break every ORM read of the row).
 HOLD_AT = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+def held_for_canary(at: datetime) -> bool:
+    """Whether a row due at ``at`` is one the canary holds (not a real time to show)."""
+    return at >= HOLD_AT
+
+
 # How long a sent canary message may go without a delivery report before it counts as
 # not failed: Meta reports most deliveries and undeliverable numbers within seconds.
 CANARY_SETTLE_SECONDS = 60.0
@@ -123,6 +130,11 @@ class CanaryTally:
     unreported: int  # sent without a delivery report yet
     last_unreported_at: datetime | None
     held: int
+    # Of ``open``: rows waiting on a retry after a temporary error, and the earliest of
+    # their next attempts; rows handed to the sender or in doubt (sending, unknown).
+    retrying: int = 0
+    next_retry_at: datetime | None = None
+    in_flight: int = 0
 
     @property
     def size(self) -> int:
@@ -140,7 +152,19 @@ class CanaryTally:
             "unreported": self.unreported,
             "held": self.held,
             "failure_rate": round(self.failure_rate, 4),
+            "size": self.size,
+            "retrying": self.retrying,
+            "next_retry_at": self.next_retry_at.isoformat() if self.next_retry_at else None,
+            "in_flight": self.in_flight,
+            "reports_due_by": self.reports_due_by.isoformat() if self.reports_due_by else None,
         }
+
+    @property
+    def reports_due_by(self) -> datetime | None:
+        """When the last sent row without a delivery report stops being waited for."""
+        if not self.unreported or self.last_unreported_at is None:
+            return None
+        return self.last_unreported_at + timedelta(seconds=CANARY_SETTLE_SECONDS)
 
 
 # While a canary is testing only canary rows have left `pending`, so the per-status counts
@@ -153,6 +177,7 @@ SELECT
     WHERE campaign_id = %(id)s AND send_status = 'pending' AND next_attempt_at < %(hold)s),
   (SELECT count(*) FROM delivery_message
     WHERE campaign_id = %(id)s AND send_status = 'pending' AND next_attempt_at >= %(hold)s),
+  r.retrying, r.next_retry_at,
   s.open, s.sent, s.failed, s.unreported, s.last_unreported_at
 FROM (
   SELECT count(*) FILTER (WHERE send_status IN ('sending', 'unknown')) AS open,
@@ -164,7 +189,13 @@ FROM (
     FROM delivery_message
    WHERE campaign_id = %(id)s
      AND send_status IN ('sending', 'unknown', 'sent', 'failed', 'dead')
-) AS s
+) AS s, (
+  -- Canary rows back in pending after a temporary error: what the canary waits on.
+  SELECT count(*) AS retrying, min(next_attempt_at) AS next_retry_at
+    FROM delivery_message
+   WHERE campaign_id = %(id)s AND send_status = 'pending' AND next_attempt_at < %(hold)s
+     AND attempt > 0
+) AS r
 """
 
 # The most frequent failures of the canary, for the reason a person reads.
@@ -181,7 +212,8 @@ SELECT last_error_code, max(last_error_title), count(*)
 def canary_tally(*, campaign_id: int) -> CanaryTally:
     with connection.cursor() as cursor:
         cursor.execute(_TALLY_SQL, {"id": campaign_id, "hold": HOLD_AT})
-        pending, held, in_flight, sent, failed, unreported, last = cursor.fetchone()
+        row = cursor.fetchone()
+    pending, held, retrying, next_retry_at, in_flight, sent, failed, unreported, last = row
     return CanaryTally(
         open=int(pending) + int(in_flight),
         sent=int(sent),
@@ -189,6 +221,9 @@ def canary_tally(*, campaign_id: int) -> CanaryTally:
         unreported=int(unreported),
         last_unreported_at=last,
         held=int(held),
+        retrying=int(retrying),
+        next_retry_at=next_retry_at,
+        in_flight=int(in_flight),
     )
 
 

@@ -105,7 +105,11 @@ class PreflightReport:
     missing: list[MissingField] = field(default_factory=list)
     tier: str = ""
     tier_limit: int | None = None  # None: unlimited
-    reach_used: int = 0
+    reach_used: int = 0  # unique users the portfolio reached in the last 24 h
+    # Of this audience's contacts: how many any campaign sent to in the last 24 h, and how
+    # many of those this portfolio did (already in its reach: no headroom spent on them).
+    audience_reached: int = 0
+    audience_reached_here: int = 0
     rate_per_second: float = 0.0  # the campaign's share of its number's rate
     eta_seconds: float | None = None
     window: str = ""
@@ -131,7 +135,8 @@ class PreflightReport:
     @property
     def over_headroom(self) -> int:
         headroom = self.headroom
-        return 0 if headroom is None else max(0, self.audience - headroom)
+        new_users = max(0, self.audience - self.audience_reached_here)
+        return 0 if headroom is None else max(0, new_users - headroom)
 
     @property
     def limit_days(self) -> int:
@@ -177,6 +182,8 @@ class PreflightReport:
             "tier": self.tier,
             "tier_limit": self.tier_limit,
             "reach_used": self.reach_used,
+            "audience_reached": self.audience_reached,
+            "audience_reached_here": self.audience_reached_here,
             "headroom": self.headroom,
             "over_headroom": self.over_headroom,
             "rate_per_second": round(self.rate_per_second, 2),
@@ -214,16 +221,20 @@ def campaign_preflight(*, campaign: Campaign, now: datetime | None = None) -> Pr
         _audience_count(report, list_ids, SkipRules.for_template(template), fields)
         _audience_findings(report)
     _limit_check(campaign, report)
+    if list_ids:
+        _audience_reached(campaign, report, list_ids, now)
+        _limit_finding(report)
     _eta_check(campaign, report, now)
     _number_check(campaign, report, now)
     if list_ids:
         report.cost = campaign_cost_estimate(campaign=campaign)
-        if report.cost.unpriced:
+        # With no rate card at all the estimate says so itself: no finding per recipient.
+        if report.cost.unpriced and report.cost.card_currency:
             findings.append(
                 Finding(
                     WARNING,
-                    f"{report.cost.unpriced} recipients have no {report.cost.category} price "
-                    "on the rate card: the estimate leaves them out.",
+                    f"{report.cost.unpriced:,} recipients have no {report.cost.category} "
+                    "price on the rate card: the estimate leaves them out.",
                 )
             )
     return report
@@ -398,17 +409,52 @@ def _audience_findings(report: PreflightReport) -> None:
 
 
 def _limit_check(campaign: Campaign, report: PreflightReport) -> None:
+    """The portfolio's tier and the users it reached in the last 24 h, whatever the tier:
+    an unlimited portfolio's senders keep no Redis set, so its reach is read from the
+    table (it used to be left at 0, reading "Reached in the last 24 h: 0" after thousands
+    of sends)."""
     account = campaign.phone_number.account
     report.tier = account.messaging_limit_tier
     report.tier_limit = TIER_LIMITS.get(account.messaging_limit_tier, 250)
-    if report.tier_limit is None:
-        return
     conn = get_redis()
-    # Redis holds the live set; when it is missing (restart) the table knows the same users.
-    if conn.exists(reach_key(account.waba_id)):
+    # Redis holds the live set; when it is missing (restart, or an unlimited portfolio
+    # that never budgets) the table knows the same users.
+    if report.tier_limit is not None and conn.exists(reach_key(account.waba_id)):
         report.reach_used = reach_used(waba_id=account.waba_id, conn=conn)
     else:
         report.reach_used = len(reach_from_table(waba_id=account.waba_id))
+
+
+# This audience's contacts any campaign sent to in the last 24 h, and those of them a number
+# of this portfolio sent to. Through delivery_message.contact_id (indexed as a foreign key):
+# the audience's rows only, never a scan of the day's messages.
+_AUDIENCE_REACHED_SQL = """
+SELECT count(DISTINCT m.contact_id),
+       count(DISTINCT m.contact_id) FILTER (WHERE p.account_id = %(account_id)s)
+  FROM delivery_message AS m
+  JOIN campaigns_phonenumber AS p ON p.id = m.phone_number_id
+ WHERE m.contact_id IN (SELECT contact_id FROM campaigns_listmembership
+                         WHERE contact_list_id = ANY(%(list_ids)s))
+   AND m.kind = 'campaign'
+   AND m.sent_at >= %(since)s
+"""
+
+
+def _audience_reached(
+    campaign: Campaign, report: PreflightReport, list_ids: list[int], now: datetime
+) -> None:
+    params: dict[str, Any] = {
+        "account_id": campaign.phone_number.account_id,
+        "list_ids": list_ids,
+        "since": now - timedelta(hours=24),
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_AUDIENCE_REACHED_SQL, params)
+        reached, here = cursor.fetchone()
+    report.audience_reached, report.audience_reached_here = int(reached), int(here)
+
+
+def _limit_finding(report: PreflightReport) -> None:
     if report.over_headroom:
         report.findings.append(
             Finding(

@@ -183,7 +183,21 @@
     errorBox.hidden = !data.error;
     errorBox.textContent = data.error ? "Not ready: " + data.error : "";
     renderSamples(data);
+    renderQuickReplies(data.quick_replies || []);
     samples.dataset.state = "ready";
+  }
+
+  /* Per quick-reply button: "Stop promotions → does not opt out (payload 'X' is not a stop keyword)". */
+  function renderQuickReplies(taps) {
+    const box = document.getElementById("wb-quick-replies");
+    if (!box) return;
+    const list = box.querySelector("ul");
+    list.replaceChildren(...taps.map(function (tap) {
+      const item = el("li", null, tap.text + " → " + tap.verdict + " (" + tap.reason + ")");
+      item.dataset.button = tap.index;
+      return item;
+    }));
+    box.hidden = !taps.length;
   }
 
   function refresh() {

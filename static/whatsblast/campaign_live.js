@@ -58,6 +58,27 @@
     return p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute + " " + (p.timeZoneName || "");
   }
 
+  function clock(iso) {
+    return new Intl.DateTimeFormat("en-GB", {
+      timeZone: zone, hour: "2-digit", minute: "2-digit", second: "2-digit", hour12: false,
+    }).format(new Date(iso));
+  }
+
+  // What a testing canary waits for: "99 of 100 settled, 1 waiting on a retry at 13:05:10".
+  function canaryWaiting(t) {
+    const parts = [fmt.format(t.sent) + " of " + fmt.format(t.size) + " settled (" + fmt.format(t.failed) + " failed)"];
+    if (t.retrying) {
+      parts.push(fmt.format(t.retrying) + " waiting on a retry" + (t.next_retry_at ? " at " + clock(t.next_retry_at) : ""));
+    }
+    if (t.in_flight) parts.push(fmt.format(t.in_flight) + " being sent");
+    const queued = t.open - t.retrying - t.in_flight;
+    if (queued > 0) parts.push(fmt.format(queued) + " waiting to be sent");
+    if (!t.open && t.reports_due_by) {
+      parts.push("waiting for delivery reports until " + clock(t.reports_due_by));
+    }
+    return parts.join(", ");
+  }
+
   function messagesLink(key) {
     const base = root.dataset.messagesUrl + "?campaign__id__exact=" + root.dataset.campaignId;
     const value = {audience: "", replies: "replied", opt_outs: "opted_out"}[key];
@@ -138,19 +159,25 @@
       rows(failures, null, [["None."]]);
     }
 
-    $("wb-replies").textContent = fmt.format(f.replies || 0) + " recipients replied (" + fmt.format(d.replies) +
-      " replies) · " + fmt.format(f.opt_outs || 0) + " opted out";
+    const replied = $("wb-replies");
+    replied.replaceChildren();
+    const people = f.replies || 0;
+    const repliedText = el("a", null, fmt.format(people) + (people === 1 ? " recipient" : " recipients") + " replied");
+    repliedText.href = root.dataset.repliesUrl;
+    repliedText.id = "wb-replies-count";
+    replied.append(repliedText);
+    let more = d.replies !== people ? " (" + fmt.format(d.replies) + (d.replies === 1 ? " reply)" : " replies)") : "";
+    more += " · " + fmt.format(f.opt_outs || 0) + " opted out";
+    replied.append(document.createTextNode(more));
+    // The same columns, words and amounts as the report (delivery.campaigns.pricing).
     if (d.costs && d.costs.length) {
-      rows($("wb-billing"), ["Category", "Pricing", "Messages", "Charged", "Cost"], d.costs.map(function (b) {
-        return [b.category, b.type, fmt.format(b.messages), fmt.format(b.charged),
-          b.cost + " " + b.currency + (b.unpriced ? " (+" + b.unpriced + " unpriced)" : "")];
-      }));
-    } else if (d.billing.length) {
-      rows($("wb-billing"), ["Pricing category", "Billable messages", "Conversations"], d.billing.map(function (b) {
-        return [b.category, fmt.format(b.billable_messages), fmt.format(b.conversations)];
-      }));
+      const costRows = d.costs.map(function (b) {
+        return [b.category, b.type, fmt.format(b.messages), fmt.format(b.charged), b.text];
+      });
+      costRows.push(["All", "", "", fmt.format(d.cost.charged), d.cost.text]);
+      rows($("wb-billing"), ["Category", "Pricing", "Messages", d.charged_label, "Cost"], costRows);
     } else {
-      rows($("wb-billing"), null, [["No billing reported yet."]]);
+      rows($("wb-billing"), null, [["No pricing reported yet."]]);
     }
 
     const eta = d.eta;
@@ -165,8 +192,7 @@
     const canary = d.canary;
     $("wb-canary").textContent = canary
       ? "Canary of " + fmt.format(canary.size) + " (at most " + Math.round(canary.max_failure_rate * 1000) / 10 +
-        " % failures): " + (canary.state || "not started") +
-        (canary.tally ? " — " + canary.tally.failed + " failed of " + canary.tally.sent + " sent" : "")
+        " % failures): " + (canary.state || "not started") + (canary.tally ? " — " + canaryWaiting(canary.tally) : "")
       : "";
 
     if (d.guard) {

@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
@@ -63,14 +65,27 @@ from delivery.campaigns.launch_queue import (
     launch_queued,
 )
 from delivery.campaigns.lifecycle import campaign_cancel
-from delivery.campaigns.preflight import campaign_preflight
-from delivery.campaigns.progress import campaign_billing, campaign_failures, campaign_skips
+from delivery.campaigns.preflight import PreflightReport, campaign_preflight
+from delivery.campaigns.pricing import (
+    CHARGED_LABEL,
+    NO_RATE_CARD,
+    amount_text,
+    campaign_costs,
+    campaigns_costs_known,
+    cost_total,
+    rate_card_currency,
+)
+from delivery.campaigns.progress import campaign_failures, campaign_skips
 from delivery.campaigns.retry import campaign_retry_failed
+from webhooks.inbound import QuickReplyOptOut, quick_reply_opt_outs
 from whatsblast.admin.campaign_live import POLL_SECONDS, campaign_live, campaign_live_forget
+from whatsblast.admin.campaign_replies import campaign_replies_context
 from whatsblast.admin.figures import (
     campaigns_figures,
+    duration_text,
     export_extra_columns,
     figure_rows,
+    percent_of,
 )
 from whatsblast.admin.tables import mapping_table
 
@@ -275,7 +290,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         "read",
         "failed",
         "replies",
-        "report_link",
+        "cost",
     )
     list_display_links = ("campaign",)
     list_filter = ("status", "phone_number")
@@ -306,15 +321,41 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         return can_launch(request)
 
     @admin.action(description="Launch the selected drafts together", permissions=("launch",))
-    def launch_together(self, request: HttpRequest, queryset: QuerySet[Campaign]) -> None:
-        campaigns = list(queryset.order_by("pk"))
+    def launch_together(
+        self, request: HttpRequest, queryset: QuerySet[Campaign]
+    ) -> HttpResponse | None:
+        """First a confirmation page with each draft's pre-flight; only its confirm button
+        (``confirm=yes``, the same selection) launches, and only when none is blocked."""
+        campaigns = list(queryset.select_related("template", "phone_number").order_by("pk"))
+        checks = [together_check(campaign) for campaign in campaigns]
+        if request.POST.get("confirm") != "yes":
+            context = {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "title": "Launch these drafts together?",
+                "checks": checks,
+                "blocked": [c for c in checks if c.blocked],
+                "enough": len(checks) >= 2,
+                "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                "changelist_url": reverse("admin:campaigns_campaign_changelist"),
+            }
+            return TemplateResponse(
+                request, "admin/campaigns/campaign/launch_together.html", context
+            )
+        blocked = [c for c in checks if c.blocked]
+        if blocked:
+            names = ", ".join(str(c.campaign) for c in blocked)
+            self.message_user(
+                request, f"Not launched: blocked at the pre-flight: {names}.", messages.ERROR
+            )
+            return None
         try:
             count = campaigns_launch_together(
                 campaigns=campaigns, actor=request.user.get_username()
             )
         except LaunchError as exc:
             self.message_user(request, f"Not launched: {exc}", messages.ERROR)
-            return
+            return None
         for campaign in campaigns:
             self.log_change(request, campaign, f"Launch: queued together with {count - 1} more")
             campaign_live_forget(campaign_id=campaign.pk)
@@ -323,6 +364,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             f"{count} campaigns are launching together: they start sending at the same moment.",
             messages.SUCCESS,
         )
+        return None
 
     @admin.display(description="parameters")
     def parameters(self, obj: Campaign) -> str:
@@ -359,7 +401,9 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         if not whole:
             return format_html("{}", f"{count:,}")
         return format_html(
-            '{}<br><span class="wb-share">{} %</span>', f"{count:,}", round(100 * count / whole)
+            '{}<br><span class="wb-share">{} %</span>',
+            f"{count:,}",
+            percent_of(count, whole, digits=0),
         )
 
     @admin.display(description="campaign", ordering="name")
@@ -405,6 +449,30 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
     def replies(self, obj: Campaign) -> str:
         return self._figure(obj, "replies")
 
+    @admin.display(description="cost")
+    def cost(self, obj: Campaign) -> str:
+        """The campaign's last reckoned cost (the live page and the report reckon it), read
+        from Redis for the whole page at once, never from the messages; under it the link
+        to the report of a finished campaign (one column less: the list fits 1366 px)."""
+        known = getattr(obj, "cost_known", None)
+        if known is not None and known.card_currency:
+            # The figure, its currency below it (as the counts have their shares): narrow.
+            cost = format_html(
+                '<span class="wb-cost" title="{}">{}</span><br><span class="wb-share">{}</span>',
+                known.text,
+                amount_text(known.cost),
+                known.currency or known.card_currency,
+            )
+        elif not getattr(obj, "rate_card_currency", ""):
+            cost = format_html('<span class="wb-share">{}</span>', NO_RATE_CARD)
+        else:
+            cost = format_html(
+                '<span class="wb-share" title="{}">-</span>',
+                "Not reckoned yet: open the campaign or its report.",
+            )
+        report = self.report_link(obj)
+        return format_html("{}<br>{}", cost, report) if report else cost
+
     @admin.display(description="")
     def report_link(self, obj: Campaign) -> str:
         if obj.status not in (CampaignStatus.COMPLETED, CampaignStatus.CANCELLED):
@@ -449,6 +517,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             path("<int:object_id>/live.json", view(self.live_view), name=f"{name}_live"),
             path("<int:object_id>/export.csv", view(self.export_view), name=f"{name}_export"),
             path("<int:object_id>/report/", view(self.report_view), name=f"{name}_report"),
+            path("<int:object_id>/replies/", view(self.replies_view), name=f"{name}_replies"),
             path("<int:object_id>/guard/", view(self.guard_view), name=f"{name}_guard"),
         ]
         for action in ("pause", "resume", "cancel", "retry-failed"):
@@ -557,7 +626,16 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             mapping=self._mapping_from(request.GET.get("mapping", "")),
             contacts=sample_contacts(list_ids=list_ids),
         )
-        return JsonResponse({**preview, "fields": fields, "template": _template_info(template)})
+        mapping = self._mapping_from(request.GET.get("mapping", ""))
+        taps = quick_replies(template, mapping if isinstance(mapping, dict) else {})
+        return JsonResponse(
+            {
+                **preview,
+                "fields": fields,
+                "template": _template_info(template),
+                "quick_replies": [tap.as_dict() for tap in taps],
+            }
+        )
 
     # --- pre-flight and launch -------------------------------------------------------------
 
@@ -575,6 +653,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "can_launch": can_launch(request),
             "zone": campaign.time_zone or "UTC",
             "edit_url": self._change_url(campaign),
+            "quick_replies": quick_replies(campaign.template, campaign.param_mapping or {}),
         }
         return TemplateResponse(request, "admin/campaigns/campaign/preflight.html", context)
 
@@ -633,6 +712,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             },
             "guard_form": GuardForm(instance=campaign),
             "guard_url": reverse("admin:campaigns_campaign_guard", args=[pk]),
+            "replies_url": reverse("admin:campaigns_campaign_replies", args=[pk]),
         }
 
     def guard_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
@@ -708,6 +788,24 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
 
+    # --- the replies -----------------------------------------------------------------------
+
+    def replies_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """What recipients wrote back to the campaign, newest first, a page at a time: for
+        whoever may see the campaign (the Inbound pages stay Support's)."""
+        campaign = self._campaign(request, object_id)
+        context = {
+            **self.admin_site.each_context(request),
+            **campaign_replies_context(campaign=campaign, page=request.GET.get("page")),
+            "opts": self.opts,
+            "title": f"Replies: {campaign}",
+            "campaign": campaign,
+            "change_url": self._change_url(campaign),
+            "may_see_contacts": request.user.has_perm("campaigns.view_contact"),
+            "may_see_messages": request.user.has_perm("delivery.view_message"),
+        }
+        return TemplateResponse(request, "admin/campaigns/campaign/replies.html", context)
+
     # --- the report ------------------------------------------------------------------------
 
     def report_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
@@ -732,9 +830,10 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
                     else "",
                 }
             )
+        costs = campaign_costs(campaign=campaign)
         duration = None
         if campaign.started_at and campaign.completed_at:
-            duration = campaign.completed_at - campaign.started_at
+            duration = duration_text(campaign.completed_at - campaign.started_at)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -742,7 +841,9 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "campaign": campaign,
             "figures": figure_rows(figures, keep_zero=False),
             "failures": failures,
-            "billing": campaign_billing(campaign=campaign),
+            "costs": costs,
+            "cost": cost_total(costs, card_currency=rate_card_currency()),
+            "charged_label": CHARGED_LABEL,
             "skips": campaign_skips(campaign=campaign),
             "duration": duration,
             "messages_url": f"{messages_url}?campaign__id__exact={campaign.pk}",
@@ -754,14 +855,19 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
 
 class FiguresChangeList(ChangeList):
     """The campaign list: each row of the page carries its figures (two grouped queries
-    for the page, whatever its length) and whether its launch is queued."""
+    for the page, whatever its length), its last reckoned cost (one Redis read) and whether
+    its launch is queued."""
 
     def get_results(self, request: HttpRequest) -> None:
         super().get_results(request)
         rows = list(self.result_list)
         figures = campaigns_figures(campaign_ids=[c.pk for c in rows])
+        costs = campaigns_costs_known(campaign_ids=[c.pk for c in rows])
+        card_currency = rate_card_currency()
         for campaign in rows:
             campaign.figures = figures.get(campaign.pk, {})
+            campaign.cost_known = costs.get(campaign.pk)
+            campaign.rate_card_currency = card_currency
         self.result_list = rows
 
 
@@ -770,6 +876,46 @@ def _int(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+@dataclass(frozen=True)
+class TogetherCheck:
+    """One selected campaign on the launch-together confirmation: its pre-flight, or why
+    it is not a draft that can launch."""
+
+    campaign: Campaign
+    report: PreflightReport | None
+    not_a_draft: str = ""
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.not_a_draft) or self.report is None or not self.report.ok
+
+    @property
+    def skipped(self) -> list[tuple[str, int]]:
+        """(reason, contacts) the launch skips, largest first, over every country."""
+        if self.report is None:
+            return []
+        totals: dict[str, int] = {}
+        for line in self.report.countries:
+            for reason, count in line.skipped.items():
+                totals[reason] = totals.get(reason, 0) + count
+        return sorted(totals.items(), key=lambda item: -item[1])
+
+
+def together_check(campaign: Campaign) -> TogetherCheck:
+    if campaign.status != CampaignStatus.DRAFT or launch_queued(campaign):
+        status = "launching" if launch_queued(campaign) else campaign.get_status_display()
+        return TogetherCheck(campaign, None, f"{status}, not a draft")
+    return TogetherCheck(campaign, campaign_preflight(campaign=campaign))
+
+
+def quick_replies(template: Template, mapping: dict[str, Any]) -> list[QuickReplyOptOut]:
+    """Per quick-reply button of the template: does a tap opt the recipient out?"""
+    buttons = mapping.get("buttons")
+    return quick_reply_opt_outs(
+        buttons=template.buttons or [], mapped=buttons if isinstance(buttons, dict) else {}
+    )
 
 
 def _template_info(template: Template) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from django.test import Client
 from campaigns.models import Campaign, CampaignStatus
 from delivery.models import Message
 from tests.engine_support import campaign_on, number_on, running_simulator
-from tests.factories import make_campaign
+from tests.factories import make_campaign, make_contact, make_contact_list
 from tests.ui.browser.conftest import log_in, screenshot
 from tests.ui.support import ROLE_USERS, role_user
 from whatsblast.auth.roles import MARKETING, SUPPORT
@@ -36,8 +36,9 @@ def wait_completed(campaigns: list[Campaign], workers: ProcessGroup, timeout: fl
 
 
 def test_a_marketer_launches_two_drafts_together_and_both_start_at_one_moment(
-    page: Any, live_server: Any, workers: ProcessGroup
+    wide: Any, live_server: Any, workers: ProcessGroup
 ) -> None:
+    page = wide
     role_user(MARKETING)
     with running_simulator() as sim:
         north = campaign_on(sim, number_on(sim, rate=20), recipients=RECIPIENTS, name="north")
@@ -52,6 +53,20 @@ def test_a_marketer_launches_two_drafts_together_and_both_start_at_one_moment(
             page.check(f"#result_list input[name=_selected_action][value='{campaign.pk}']")
         page.select_option("select[name=action]", "launch_together")
         page.click("button[name=index]")
+
+        # First the confirmation: each draft's pre-flight, nothing launched yet.
+        page.wait_for_selector("#wb-together-confirm")
+        cards = page.locator(".wb-together-card")
+        assert cards.count() == 2
+        for campaign in (north, south):
+            card = page.locator(f".wb-together-card[data-campaign='{campaign.pk}']")
+            text = card.inner_text()
+            assert campaign.name in text and "ready" in text
+            assert card.locator(".wb-will-send").inner_text() == f"{RECIPIENTS:,}"
+            assert "Estimated cost" in text and "Audience (distinct contacts)" in text
+        assert set(Campaign.objects.values_list("status_reason", flat=True)) == {""}
+        screenshot(page, "campaign-launch-together-confirm.png", full_page=True)
+        page.click("#wb-together-confirm")
 
         notice = page.inner_text(".messagelist")
         assert "2 campaigns are launching together" in notice
@@ -69,6 +84,30 @@ def test_a_marketer_launches_two_drafts_together_and_both_start_at_one_moment(
     page.goto(f"{live_server.url}/admin/campaigns/campaign/?status__exact=completed")
     rows = page.inner_text("#result_list")
     assert "north" in rows and "south" in rows and "Completed" in rows
+
+
+def test_a_blocked_draft_is_shown_blocked_and_cannot_be_launched(
+    wide: Any, live_server: Any
+) -> None:
+    page = wide
+    role_user(MARKETING)
+    ready = make_campaign(name="ready", lists=[make_contact_list()])
+    make_contact(contact_list=ready.lists.get(), name="Ana")
+    listless = make_campaign(name="listless")
+    log_in(page, live_server.url, ROLE_USERS[MARKETING])
+    page.goto(f"{live_server.url}/admin/campaigns/campaign/?status__exact=draft")
+    for campaign in (ready, listless):
+        page.check(f"#result_list input[name=_selected_action][value='{campaign.pk}']")
+    page.select_option("select[name=action]", "launch_together")
+    page.click("button[name=index]")
+
+    blocked = page.locator(f".wb-together-card[data-campaign='{listless.pk}']")
+    assert "blocked" in blocked.inner_text()
+    assert "Blocks the launch: The campaign has no contact list." in blocked.inner_text()
+    assert page.locator("#wb-together-confirm").count() == 0
+    assert "Nothing was launched" in page.inner_text("#wb-together-refused")
+    screenshot(page, "campaign-launch-together-blocked.png", full_page=True)
+    assert set(Campaign.objects.values_list("status_reason", flat=True)) == {""}
 
 
 def test_support_is_not_offered_the_launch_and_cannot_post_it(client: Client) -> None:
