@@ -6,6 +6,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from campaigns.audience.rejects import rejects_own_columns
 from campaigns.audience.rows import ImportFileError
 
 # Header spellings (lower-cased, accents and punctuation removed) in order of preference:
@@ -102,7 +103,9 @@ def columns_detect(
         name = _find_column(headers, headers, name_column, (), "name") if name_column else None
     else:
         name = _find_column(headers, keys, name_column, NAME_HEADERS, "name")
-    attributes = [(i, h) for i, h in enumerate(headers) if i not in (phone, name)]
+    # A rejects file uploaded again: its line, value, reason... columns are its own.
+    own = rejects_own_columns(headers) if has_header else 0
+    attributes = [(i, h) for i, h in enumerate(headers) if i not in (phone, name) and i >= own]
     return Columns(phone, name, attributes, has_header, headers)
 
 

@@ -24,7 +24,7 @@ from campaigns.audience.read_ahead import ReadAhead
 from campaigns.audience.readers import ContactReader
 from campaigns.audience.rejects import RejectsWriter
 from campaigns.audience.rows import Rejection
-from campaigns.audience.writer import ContactWriter
+from campaigns.audience.writer import ContactWriter, contacts_changed_elsewhere
 from campaigns.models import ContactList, DuplicatePolicy
 
 logger = logging.getLogger(__name__)
@@ -37,6 +37,8 @@ IMPORT_BATCH_SIZE = 20_000
 IMPORT_READ_AHEAD = 2
 # The JSON summary lists this many rejected rows; all of them go to --rejects.
 MAX_LISTED_REJECTIONS = 1000
+# Contacts on other lists that the import changed: this many are named.
+LISTED_CHANGED_ELSEWHERE = 5
 
 
 @dataclass
@@ -56,6 +58,10 @@ class ContactImportResult:
     repeats: list[dict[str, Any]] = field(default_factory=list)
     repeated: int = 0
     duplicates_rejected: int = 0
+    # Existing contacts on other lists whose name or attributes this import changed; the
+    # first few named, each with its other lists ({phone, lists}).
+    changed_elsewhere: int = 0
+    changed_elsewhere_listed: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
     file: dict[str, Any] = field(default_factory=dict)
 
@@ -79,6 +85,8 @@ class ContactImportResult:
             "repeats": self.repeats,
             "repeats_truncated": self.repeated > len(self.repeats),
             "duplicates_rejected": self.duplicates_rejected,
+            "changed_elsewhere": self.changed_elsewhere,
+            "changed_elsewhere_listed": self.changed_elsewhere_listed,
             "seconds": round(self.seconds, 3),
             "rows_per_second": self.rows_per_second,
             "file": self.file,
@@ -135,7 +143,7 @@ def contacts_import(
     list_name = list_name.strip()
     if not list_name:
         raise ValidationError("the list name must not be blank")
-    rejects = RejectsWriter(rejects_path) if rejects_path else None
+    rejects = RejectsWriter(rejects_path, region=region) if rejects_path else None
     try:
         with (
             ContactReader(
@@ -189,6 +197,9 @@ def contacts_import(
             result.duplicates_rejected = counts.rejected
             if counts.rejected:
                 _reject(result, duplicates_rejected(), rejects, max_listed_rejections)
+            result.changed_elsewhere, result.changed_elsewhere_listed = contacts_changed_elsewhere(
+                list_id=contact_list.pk, limit=LISTED_CHANGED_ELSEWHERE
+            )
     finally:
         if rejects is not None:
             rejects.close()

@@ -17,6 +17,7 @@ MISSING_PHONE = "missing phone"
 INVALID_PHONE = "invalid phone number"
 NOT_POSSIBLE = "not a possible number"
 NOT_VALID = "not a valid number"
+LETTERS = "letters in the phone number: fix the typo (letters are never read as digits)"
 
 
 class PhoneNormaliser:
@@ -44,6 +45,10 @@ class PhoneNormaliser:
         text = raw.strip().removeprefix("'").strip()
         if not text:
             return None, MISSING_PHONE
+        # phonenumbers reads letters as a keypad's digits ("9ABCD" -> "92223"): a typo would
+        # become a stranger's number. No letter is ever part of a number here.
+        if any(ch.isalpha() for ch in text):
+            return None, LETTERS if any(ch.isdigit() for ch in text) else INVALID_PHONE
         fast = self._fast(text)
         if fast is not None:
             return fast, None

@@ -30,6 +30,7 @@ from django.utils import timezone
 from campaigns.audience.columns import columns_detect
 from campaigns.audience.encodings import SNIFF_BYTES, detect_encoding, sniff_delimiter
 from campaigns.audience.importing import contacts_import
+from campaigns.audience.rejects import rejects_default_country, rejects_own_columns
 from campaigns.audience.rows import ImportFileError
 from campaigns.audience.xlsx_head import xlsx_head
 from campaigns.models import ContactList, ContactUpload, ContactUploadStatus, DuplicatePolicy
@@ -77,6 +78,9 @@ class FilePreview:
     encoding: str | None = None
     delimiter: str | None = None
     other_columns: list[str] = field(default_factory=list)
+    # A rejects file uploaded again: the default country of the upload it came from.
+    default_country: str = ""
+    rejects_file: bool = False
 
 
 def contact_file_preview(path: Path, *, rows: int = PREVIEW_ROWS) -> FilePreview:
@@ -147,14 +151,19 @@ def _preview_from(found: list[list[str]], *, file_format: str, limit: int) -> Fi
     width = len(columns.headers)
     rows = [(cells + [""] * width)[:width] for cells in body[:limit]]
     name = columns.headers[columns.name] if columns.name is not None else ""
+    own = rejects_own_columns(columns.headers) if columns.has_header else 0
+    country = rejects_default_country(columns.headers, rows[0]) if own else ""
     return FilePreview(
+        default_country=country if country in phonenumbers.SUPPORTED_REGIONS else "",
+        rejects_file=bool(own),
         file_format=file_format,
         has_header=columns.has_header,
         headers=columns.headers,
         rows=rows,
         phone_column=phone,
         name_column=name,
-        other_columns=[h for h in columns.headers if h not in (phone, name)],
+        # Not the phone's or the name's, nor a rejects file's own (line, value, reason...).
+        other_columns=[h for h in columns.headers[own:] if h not in (phone, name)],
     )
 
 
@@ -196,6 +205,7 @@ def contact_upload_create(
         phone_column=preview.phone_column,
         name_column=preview.name_column,
         attribute_columns=preview.other_columns,
+        region=preview.default_country,
         created_by=user if getattr(user, "is_authenticated", False) else None,
     )
 
@@ -473,4 +483,6 @@ def contact_list_create(*, name: str) -> ContactList:
     name = name.strip()
     if not name:
         raise ValidationError("A list needs a name.")
+    if ContactList.objects.filter(name=name).exists():
+        raise ValidationError(f"There is already a list called {name!r}: upload into it.")
     return ContactList.objects.create(name=name)

@@ -22,6 +22,7 @@ When the upserts run depends on the duplicate policy (``campaigns.audience.dupli
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from django.db import connection
 
@@ -50,6 +51,12 @@ CREATE TEMP TABLE contact_import_batch (
 """
 # Each upsert reads a range of lines.
 INDEX_STAGING_SQL = "CREATE INDEX ON contact_import_staging (line)"
+# The existing contacts whose name or attributes an upsert changed: the result names those
+# that are also on other lists (a shared contact renamed from this list's file).
+DROP_CHANGED_SQL = "DROP TABLE IF EXISTS contact_import_changed"
+CREATE_CHANGED_SQL = """
+CREATE TEMP TABLE contact_import_changed (id bigint PRIMARY KEY) ON COMMIT DROP
+"""
 
 # Imports run one at a time. Each holds the row locks of every contact it touched until it
 # commits; two imports of overlapping files, batch by batch in different orders, would each
@@ -84,7 +91,8 @@ COPY_BATCH_SQL = "COPY contact_import_batch (phone, name, attributes) FROM STDIN
 # for each other instead of deadlocking.
 #
 # xmax = 0 holds only for a row version this statement inserted; it is how an upsert's
-# RETURNING tells an insert from an update.
+# RETURNING tells an insert from an update. An updated contact whose updated_at is now the
+# transaction's now() had its name or attributes changed (by this import).
 _UPSERT_TEMPLATE = """
 WITH {chosen},
 upserted AS (
@@ -101,7 +109,13 @@ upserted AS (
                 THEN EXCLUDED.updated_at
                 ELSE c.updated_at
             END
-    RETURNING c.id, (c.xmax = 0) AS inserted
+    RETURNING c.id, (c.xmax = 0) AS inserted,
+              (c.xmax <> 0 AND c.updated_at = now()) AS changed
+),
+changed AS (
+    INSERT INTO contact_import_changed (id)
+    SELECT u.id FROM upserted u WHERE u.changed
+    ON CONFLICT DO NOTHING
 ),
 added AS (
     INSERT INTO campaigns_listmembership (contact_list_id, contact_id, added_at)
@@ -150,6 +164,8 @@ class ContactWriter:
             cursor.execute(CREATE_STAGING_SQL)
             cursor.execute(INDEX_STAGING_SQL)
             cursor.execute(DROP_BATCH_SQL)
+            cursor.execute(DROP_CHANGED_SQL)
+            cursor.execute(CREATE_CHANGED_SQL)
             if as_read:
                 cursor.execute(CREATE_BATCH_SQL)
 
@@ -191,3 +207,35 @@ class ContactWriter:
                     done = min(first + lines, high + 1) - low
                     progress(done * 100 // (high - low + 1))
                 yield int(inserted), int(added)
+
+
+# The changed contacts that are on another list than the import's, with those lists' names:
+# the count, and the first few by phone for the result page.
+_CHANGED_ELSEWHERE_SQL = """
+WITH elsewhere AS (
+    SELECT ch.id, array_agg(l.name ORDER BY l.name) AS lists
+      FROM contact_import_changed ch
+      JOIN campaigns_listmembership m
+        ON m.contact_id = ch.id AND m.contact_list_id <> %(list_id)s
+      JOIN campaigns_contactlist l ON l.id = m.contact_list_id
+     GROUP BY ch.id
+)
+SELECT (SELECT count(*) FROM elsewhere), c.phone, e.lists
+  FROM elsewhere e JOIN campaigns_contact c ON c.id = e.id
+ ORDER BY c.phone
+ LIMIT %(limit)s
+"""
+
+
+def contacts_changed_elsewhere(*, list_id: int, limit: int) -> tuple[int, list[dict[str, Any]]]:
+    """Existing contacts this import changed (name or attributes) that are also on other
+    lists than ``list_id``: how many, and the first ``limit`` ({phone, lists}). Within the
+    import's transaction, after ``ContactWriter`` wrote."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CHANGED_ELSEWHERE_SQL, {"list_id": list_id, "limit": max(limit, 1)})
+        rows = cursor.fetchall()
+    if not rows:
+        return 0, []
+    return int(rows[0][0]), [{"phone": phone, "lists": list(lists)} for _, phone, lists in rows][
+        :limit
+    ]

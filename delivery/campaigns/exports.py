@@ -3,7 +3,9 @@
 A campaign may have ten million recipients: the rows come from a server-side cursor in
 chunks, and each CSV line is handed on as soon as it is written, so neither the process
 nor the browser's wait grows with the campaign. Every text cell passes through
-``spreadsheet_safe``: a contact named ``=HYPERLINK(...)`` stays text in Excel.
+``spreadsheet_safe``: a contact named ``=HYPERLINK(...)`` stays text in Excel. Each row has
+its price at the rate card (``cost``, four decimals as every page writes it, and its
+``currency``): empty until Meta reports the message's pricing, 0 when Meta did not charge it.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
+
+from django.db.models.expressions import RawSQL
 
 from campaigns.audience.rejects import spreadsheet_safe
 from campaigns.models import Campaign
+from delivery.campaigns.pricing import COST_PLACES, message_price_currency_sql, message_price_sql
 from delivery.models import Message
 
 # Rows fetched per round trip of the server-side cursor: ~1 MB of tuples.
@@ -35,6 +41,9 @@ COLUMNS = (
     ("failed_at", "failed_at"),
     ("pricing_category", "pricing_category"),
     ("billable", "billable"),
+    ("pricing_type", "pricing_type"),
+    ("cost", "cost_price"),
+    ("currency", "cost_currency"),
     ("wamid", "wamid"),
 )
 
@@ -51,6 +60,8 @@ def _cell(value: Any) -> str:
         return ""
     if isinstance(value, datetime):
         return value.isoformat()
+    if isinstance(value, Decimal):
+        return f"{value:.{COST_PLACES}f}"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -70,7 +81,12 @@ def campaign_results_rows(
     yield [name for name, _ in COLUMNS] + list(extra)
     rows = (
         Message.objects.filter(campaign=campaign)
-        .annotate(**{f"extra_{name}": expression for name, expression in extra.items()})
+        .annotate(
+            # Constants only (delivery.campaigns.pricing): nothing of a request reaches them.
+            cost_price=RawSQL(message_price_sql(), ()),  # noqa: S611
+            cost_currency=RawSQL(message_price_currency_sql(), ()),  # noqa: S611
+            **{f"extra_{name}": expression for name, expression in extra.items()},
+        )
         .order_by("id")
         .values_list(*(field for _, field in COLUMNS), *(f"extra_{name}" for name in extra))
         .iterator(chunk_size=CHUNK_ROWS)

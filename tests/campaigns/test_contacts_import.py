@@ -126,10 +126,11 @@ def test_rejections_are_capped_in_the_summary_and_all_written_to_the_rejects_fil
     assert [r["line"] for r in summary["rejections"]] == [2, 3]
     with rejects.open(newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["line", "value", "reason", "phone"]  # then the file's own columns
+    # then the upload's default country, then the file's own columns
+    assert rows[0] == ["line", "value", "reason", "default_country", "phone"]
     assert [r[0] for r in rows[1:]] == ["2", "3", "4", "5", "6"]
     assert [r[1] for r in rows[1:4]] == ['\'=HYPERLINK("http://x")', "'@cmd", "'-1"]
-    assert rows[5] == ["6", "12", "invalid phone number", "12"]  # no region: no country code
+    assert rows[5] == ["6", "12", "invalid phone number", "", "12"]  # no region: no country code
 
 
 def test_the_rejects_file_keeps_every_column_and_uploads_again_once_fixed(
@@ -143,16 +144,19 @@ def test_the_rejects_file_keeps_every_column_and_uploads_again_once_fixed(
     rejects = tmp_path / "rejects.csv"
     contacts_import(path=path, list_name="l", rejects_path=rejects)
     rows = list(csv.reader(rejects.open(newline="", encoding="utf-8")))
-    assert rows[0] == ["line", "value", "reason", "Name", "Mobile", "City", "reason (file)"]
-    assert rows[1][3:] == ["Bia", "'+55 11 9999", "Natal", ""]
-    assert rows[2][3:] == ["Caio", "'+1 call me", "Olinda", "old"]
+    assert rows[0] == [
+        *("line", "value", "reason", "default_country"),
+        *("Name", "Mobile", "City", "reason (file)"),
+    ]
+    assert rows[1][4:] == ["Bia", "'+55 11 9999", "Natal", ""]
+    assert rows[2][4:] == ["Caio", "'+1 call me", "Olinda", "old"]
     # Fixed in a spreadsheet (the numbers), the same file goes back in.
     fixed = tmp_path / "fixed.csv"
     with fixed.open("w", newline="", encoding="utf-8") as f:
         out = csv.writer(f)
-        out.writerow(rows[0][3:])
-        out.writerow([rows[1][3], "'+55 11 99999-0002", rows[1][5], rows[1][6]])
-        out.writerow([rows[2][3], "+55 11 99999-0003", rows[2][5], rows[2][6]])
+        out.writerow(rows[0][4:])
+        out.writerow([rows[1][4], "'+55 11 99999-0002", rows[1][6], rows[1][7]])
+        out.writerow([rows[2][4], "+55 11 99999-0003", rows[2][6], rows[2][7]])
     again = contacts_import(path=fixed, list_name="l", phone_column="Mobile")
     assert (again.imported, again.rejected) == (2, 0)
     assert Contact.objects.get(phone="+5511999990002").attributes["City"] == "Natal"
@@ -349,12 +353,13 @@ def test_reject_policy_rejects_every_row_of_a_repeated_number_into_the_rejects_f
     assert members("l") == {"+5511999990003"} and existing.lists.count() == 0
     # The rejects file has each row's own cells under the file's header: fix, upload again.
     rows = list(csv.reader(rejects.open(encoding="utf-8")))
-    assert rows[0] == ["line", "value", "reason", "phone", "name", "city", "plan"]
+    own = ["line", "value", "reason", "default_country"]
+    assert rows[0] == [*own, "phone", "name", "city", "plan"]
     assert [row[0] for row in rows[1:]] == ["2", "3", "5", "6", "7"]
-    assert rows[3][3:] == ["'+55 11 99999-0001", "", "Olinda", ""]  # spreadsheet-safe
+    assert rows[3][4:] == ["'+55 11 99999-0001", "", "Olinda", ""]  # spreadsheet-safe
     fixed = csv_file(
         tmp_path,
-        "phone,name,city,plan\n" + "\n".join(",".join(r[3:]) for r in rows[1:] if r[0] != "5"),
+        "phone,name,city,plan\n" + "\n".join(",".join(r[4:]) for r in rows[1:] if r[0] != "5"),
         name="fixed.csv",
     )
     again = contacts_import(path=fixed, list_name="l", region="BR", duplicate_policy="reject")

@@ -305,7 +305,7 @@ def test_costs_by_category_and_type_from_the_rate_card_and_the_preflight_estimat
     estimate = campaign_cost_estimate(campaign=campaign)
     assert (estimate.messages, estimate.cost, estimate.unpriced) == (3, Decimal("0.2325"), 0)
     report = campaign_preflight(campaign=campaign)
-    assert report.cost is not None and report.as_dict()["cost"]["cost"] == "0.23"
+    assert report.cost is not None and report.as_dict()["cost"]["cost"] == "0.2325"
 
     Campaign.objects.filter(pk=campaign.pk).update(status=CampaignStatus.COMPLETED)
     rows = [

@@ -280,7 +280,7 @@ def test_rejected_repeats_are_in_the_report_and_the_reuploadable_rejects_file(
     assert "the number is also on line 5: repeated numbers are rejected" in page
     rejects = marketer.get(reverse("admin:campaigns_contactupload_rejects", args=[upload.pk]))
     lines = b"".join(rejects.streaming_content).decode().splitlines()
-    assert lines[0] == "line,value,reason,Name,Mobile,City"
+    assert lines[0] == "line,value,reason,default_country,Name,Mobile,City"
     assert [line.split(",")[0] for line in lines[1:]] == ["2", "3", "5", "6"]
     assert lines[1].endswith(",Ana,'+55 11 99999-0001,Recife")
     assert set(contact_list.contacts.values_list("phone", flat=True)) == {"+5511999990003"}

@@ -298,9 +298,10 @@ def test_the_live_page_and_its_json(marketer: Client, setup) -> None:
     assert live["failures"] == [
         {"status": "failed", "code": 131026, "title": "Message undeliverable", "count": 1}
     ]
-    assert live["billing"] == [
-        {"category": "marketing", "billable_messages": 2, "conversations": 2}
+    assert [(c["category"], c["charged"], c["text"]) for c in live["costs"]] == [
+        ("marketing", 2, "no rate card loaded")
     ]
+    assert live["charged_label"] == "Charged messages"
     assert live["target_per_second"] == 64.0  # 80/s less the 20 % reserve
     assert "<polyline" in live["chart_svg"] and "target 64.0/s" in live["chart_svg"]
     assert (live["replies"], live["opt_outs"], live["retryable"]) == (2, 1, 0)

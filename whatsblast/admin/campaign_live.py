@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
 import redis
+from django.db import connection, transaction
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, CanaryState
@@ -24,14 +27,19 @@ from campaigns.windows.campaign import campaign_window
 from delivery.campaigns.canary import canary_tally
 from delivery.campaigns.guard import guard_summary
 from delivery.campaigns.launch_queue import launch_queued
-from delivery.campaigns.pricing import campaign_costs
+from delivery.campaigns.pricing import (
+    CHARGED_LABEL,
+    campaign_costs,
+    cost_total,
+    rate_card_currency,
+)
 from delivery.campaigns.progress import (
-    campaign_billing,
     campaign_failures,
     campaign_funnel,
     campaign_progress,
     campaign_send_rate_series,
     held_for_quality_text,
+    rate_measured,
     recent_rate,
     series_span,
 )
@@ -39,7 +47,7 @@ from delivery.campaigns.retry import campaign_retryable_count
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from webhooks.selectors import campaign_reply_counts
 from whatsblast.admin.charts import rate_chart_svg
-from whatsblast.admin.figures import campaign_figures, figures_as_dicts
+from whatsblast.admin.figures import campaign_figures, figures_as_dicts, percent_of
 from whatsblast.core.redis import get_redis
 
 POLL_SECONDS = 2
@@ -72,7 +80,8 @@ def campaign_live(*, campaign: Campaign, use_cache: bool = True) -> dict[str, An
         if cached is not None:
             return dict(json.loads(cached))
     started = time.monotonic()
-    data = _build(campaign, timezone.now())
+    with one_snapshot():
+        data = _build(campaign, timezone.now())
     keep_s = max(CACHE_SECONDS, CACHE_COST_FACTOR * (time.monotonic() - started))
     try:
         key = _cache_key(campaign.pk, _version(campaign))
@@ -93,6 +102,23 @@ def campaign_live_forget(*, campaign_id: int) -> None:
         pass  # nothing cached can outlive the outage: a set would have failed too
 
 
+@contextmanager
+def one_snapshot() -> Iterator[None]:
+    """Every query inside reads the database as of one moment (REPEATABLE READ), so the
+    page's figures agree with each other: read one after another under READ COMMITTED,
+    the billable messages counted a few hundred ms after Sent included messages sent in
+    between (Sent 976 against 997 billable, the second after a pause). Inside a
+    transaction already (a test's), that one's snapshot is used as it is."""
+    if connection.in_atomic_block:
+        yield
+        return
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            # Must be the transaction's first statement: it fixes the snapshot at the next.
+            cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield
+
+
 def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
     progress = campaign_progress(campaign=campaign)
     target = (
@@ -105,7 +131,10 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
     window, bucket_s = series_span(started_at=campaign.started_at, now=end)
     series = campaign_send_rate_series(campaign=campaign, now=end, window=window, bucket_s=bucket_s)
     replies = campaign_reply_counts(campaign_ids=[campaign.pk]).get(campaign.pk, {})
-    rate, rate_window = _recent_rate(campaign, progress.sent_last_minute, now)
+    rate, rate_window = recent_rate(
+        started_at=progress.rate_since, sent_last_minute=progress.sent_last_minute, now=now
+    )
+    measured = rate_measured(since=progress.rate_since, now=now)
     done = progress.total - progress.remaining
     status = campaign.status
     if status == CampaignStatus.DRAFT and launch_queued(campaign):
@@ -120,7 +149,7 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         "total": progress.total,
         "done": done,
         "remaining": progress.remaining,
-        "percent": round(100 * done / progress.total, 1) if progress.total else 0.0,
+        "percent": percent_of(done, progress.total) or 0.0,
         "counts": progress.counts,
         "held_for_quality_assessment": progress.held_for_quality_assessment,
         "held_for_quality_text": held_for_quality_text(progress.held_for_quality_assessment),
@@ -143,16 +172,21 @@ def _build(campaign: Campaign, now: datetime) -> dict[str, Any]:
         ),
         "replies": replies.get("replies", 0),
         "opt_outs": replies.get("opt_outs", 0),
-        "billing": campaign_billing(campaign=campaign),
-        "costs": [line.as_dict() for line in campaign_costs(campaign=campaign)],
-        "eta": _eta(campaign, status, progress.remaining, rate, target, now),
+        **_costs(campaign),
+        "eta": _eta(campaign, status, progress.remaining, rate if measured else 0.0, target, now),
         "canary": _canary(campaign),
         "guard": guard_summary(campaign=campaign),
     }
 
 
-def _recent_rate(campaign: Campaign, sent_last_minute: int, now: datetime) -> tuple[float, int]:
-    return recent_rate(started_at=campaign.started_at, sent_last_minute=sent_last_minute, now=now)
+def _costs(campaign: Campaign) -> dict[str, Any]:
+    """The cost by category and pricing type, and in all, as every page writes it."""
+    lines = campaign_costs(campaign=campaign)
+    return {
+        "costs": [line.as_dict() for line in lines],
+        "cost": cost_total(lines, card_currency=rate_card_currency()).as_dict(),
+        "charged_label": CHARGED_LABEL,
+    }
 
 
 def _status_display(status: str) -> str:

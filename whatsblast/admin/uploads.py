@@ -20,11 +20,13 @@ from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.uploadedfile import UploadedFile
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+from django.db import transaction
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.views.decorators.csrf import csrf_protect
+from django.utils.http import urlencode
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from phonenumbers import geocoder
 
 from campaigns.audience.rows import ImportFileError
@@ -170,14 +172,24 @@ class MappingForm(forms.Form):
         "uploaded again. Every repeated row is listed on the result page.",
     )
 
-    def __init__(self, *args: Any, headers: list[str], has_header: bool, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        headers: list[str],
+        has_header: bool,
+        other_columns: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         columns = [(h, h) for h in headers]
         choice = cast(dict[str, forms.ChoiceField], self.fields)
         choice["phone_column"].choices = columns
         choice["name_column"].choices = [("", "— none —"), *columns]
         choice["region"].choices = _region_choices()
-        choice["attribute_columns"].choices = columns
+        # Never a rejects file's own columns (line, value, reason...): they are not the
+        # contacts'.
+        kept = headers if other_columns is None else [h for h in headers if h in other_columns]
+        choice["attribute_columns"].choices = [(h, h) for h in kept]
         if not has_header:
             # A file without a header row: the import finds the phone column itself.
             self.fields["phone_column"].disabled = True
@@ -238,7 +250,9 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
             if chosen is None:
                 if not request.user.has_perm("campaigns.add_contactlist"):
                     raise PermissionDenied
-                chosen = contact_list_create(name=form.cleaned_data["new_list"])
+                # The list is created only once a file is submitted into it (the next page).
+                new_url = reverse("admin:campaigns_contactupload_new_list")
+                return redirect(f"{new_url}?{urlencode({'name': form.cleaned_data['new_list']})}")
             return redirect("admin:campaigns_contactlist_upload", object_id=chosen.pk)
         context = {
             **self.admin_site.each_context(request),
@@ -252,6 +266,7 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
         view = self.admin_site.admin_view
         return [
             path("start/", view(self.start_view), name="campaigns_contactupload_start"),
+            path("start/new/", view(new_list_upload), name="campaigns_contactupload_new_list"),
             path("<int:upload_id>/map/", view(self.map_view), name="campaigns_contactupload_map"),
             path(
                 "<int:upload_id>/progress/",
@@ -296,6 +311,7 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
             "counts": {k: f"{v:,}" for k, v in result.items() if isinstance(v, int)},
             "rejections": result.get("rejections", [])[:LISTED_REJECTIONS],
             "repeats": result.get("repeats", [])[:LISTED_REJECTIONS],
+            "changed_elsewhere": changed_elsewhere_text(result),
             "has_rejects_file": contact_upload_rejects_path(upload=upload) is not None,
             "can_remap": upload.status == ContactUploadStatus.FAILED and can_upload(request),
             "list_url": reverse(
@@ -340,6 +356,8 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
             initial=initial,
             headers=preview.headers,
             has_header=preview.has_header,
+            other_columns=preview.other_columns
+            + [c for c in (upload.phone_column, upload.name_column) if c],
         )
         if form.is_bound and form.is_valid():
             data = form.cleaned_data
@@ -369,6 +387,22 @@ class ContactUploadAdmin(admin.ModelAdmin[ContactUpload]):
             ),
         }
         return TemplateResponse(request, "admin/campaigns/contactupload/map.html", context)
+
+
+def changed_elsewhere_text(result: dict[str, Any]) -> str:
+    """ "3 contacts in other lists were updated: +5511…, in list 'VIP'; …", or ''."""
+    count = int(result.get("changed_elsewhere") or 0)
+    if not count:
+        return ""
+    named = []
+    for item in result.get("changed_elsewhere_listed", []):
+        lists = [f"'{name}'" for name in item["lists"]]
+        where = f"list {lists[0]}" if len(lists) == 1 else f"lists {', '.join(lists)}"
+        named.append(f"{item['phone']}, in {where}")
+    more = count - len(named)
+    tail = f"; and {more:,} more" if more > 0 else ""
+    noun = "contact in another list was" if count == 1 else "contacts in other lists were"
+    return f"{count:,} {noun} updated (name or columns): {'; '.join(named)}{tail}."
 
 
 def _form_errors(form: forms.Form, exc: ValidationError) -> None:
@@ -429,13 +463,37 @@ def contact_list_upload_view(request: HttpRequest, list_admin: Any, object_id: i
         raise PermissionDenied
     handler = ContactFileUploadHandler(request, max_bytes=settings.CONTACT_UPLOAD_MAX_BYTES)
     request.upload_handlers = [handler]
-    return csrf_protect(_upload)(request, list_admin, object_id, handler)
+    contact_list = get_object_or_404(ContactList, pk=object_id)
+    return csrf_protect(_upload)(request, list_admin, handler, contact_list, "")
+
+
+@csrf_exempt  # applied by the view itself once its upload handler is in (as above)
+def new_list_upload(request: HttpRequest) -> HttpResponse:
+    """The upload form of a list named on the start page and not created yet: the list is
+    created with the upload, once a file is submitted and accepted, never before."""
+    list_admin = admin.site.get_model_admin(ContactList)
+    if not (
+        list_admin.has_view_permission(request)
+        and can_upload(request)
+        and request.user.has_perm("campaigns.add_contactlist")
+    ):
+        raise PermissionDenied
+    name = (request.GET.get("name") or "").strip()
+    if not name:
+        return redirect("admin:campaigns_contactupload_start")
+    handler = ContactFileUploadHandler(request, max_bytes=settings.CONTACT_UPLOAD_MAX_BYTES)
+    request.upload_handlers = [handler]
+    return csrf_protect(_upload)(request, list_admin, handler, None, name)
 
 
 def _upload(
-    request: HttpRequest, list_admin: Any, object_id: int, handler: ContactFileUploadHandler
+    request: HttpRequest,
+    list_admin: Any,
+    handler: ContactFileUploadHandler,
+    contact_list: ContactList | None,
+    new_list: str,
 ) -> HttpResponse:
-    contact_list = get_object_or_404(ContactList, pk=object_id)
+    """The upload form into ``contact_list``, or into a new list called ``new_list``."""
     form = UploadForm(request.POST or None, request.FILES or None)
     if request.method == "POST":
         stored = request.FILES.get(UPLOAD_FIELD)
@@ -447,14 +505,17 @@ def _upload(
             )
         elif valid and isinstance(stored, StoredUploadFile):
             try:
-                upload = contact_upload_create(
-                    contact_list=contact_list,
-                    path=stored.stored_path,
-                    original_name=stored.name or "upload",
-                    user=request.user,
-                )
+                with transaction.atomic():
+                    upload = contact_upload_create(
+                        contact_list=contact_list or contact_list_create(name=new_list),
+                        path=stored.stored_path,
+                        original_name=stored.name or "upload",
+                        user=request.user,
+                    )
             except ImportFileError as exc:
                 form.add_error("file", f"This file cannot be imported: {exc}.")
+            except ValidationError as exc:
+                form.add_error("file", exc.messages)
             else:
                 return redirect("admin:campaigns_contactupload_map", upload.pk)
         if isinstance(stored, StoredUploadFile):
@@ -463,14 +524,17 @@ def _upload(
     context = {
         **list_admin.admin_site.each_context(request),
         "opts": list_admin.opts,
-        "title": f"Upload contacts into {contact_list}",
+        "title": f"Upload contacts into {contact_list or new_list}",
         "contact_list": contact_list,
+        "new_list": new_list,
         "form": form,
         "max_mb": settings.CONTACT_UPLOAD_MAX_BYTES // (1024 * 1024),
         "recent": list(
             ContactUpload.objects.filter(contact_list=contact_list)
             .select_related("created_by")
             .order_by("-created_at")[:10]
-        ),
+        )
+        if contact_list is not None
+        else [],
     }
     return TemplateResponse(request, "admin/campaigns/contactupload/upload.html", context)

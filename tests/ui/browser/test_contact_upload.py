@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from campaigns.models import Contact, ContactUpload
-from tests.factories import make_contact_list
+from campaigns.models import Contact, ContactList, ContactUpload
+from tests.factories import make_contact, make_contact_list
 from tests.ui.browser.conftest import log_in, screenshot
 from tests.ui.support import role_user
 from whatsblast.auth.roles import MARKETING
@@ -164,3 +164,65 @@ def test_a_bad_file_is_refused_on_the_form_with_the_reason(
     error = page.inner_text("#upload-form .errorlist")
     assert "not text in UTF-8 or Windows-1252" in error and "CSV UTF-8" in error
     assert not ContactUpload.objects.exists()
+
+
+def test_a_marketer_sees_letters_rejected_and_a_shared_contact_named_on_the_result(
+    wide: Any, live_server: Any, workers: ProcessGroup, uploads: Path, tmp_path: Path
+) -> None:
+    """Into a new list: a phone with letters is rejected with the reason (never read as a
+    keypad), and a contact of the list "VIP" renamed by this file is named on the result."""
+    vip = make_contact_list(name="VIP")
+    make_contact(phone="+5511999990001", name="Ana", contact_list=vip)
+    role_user(MARKETING)
+    workers.manage("maintenance", "rqworker", "maintenance")
+    file = tmp_path / "autumn.csv"
+    file.write_text(
+        "Name,Mobile,City\nAna Maria,11 99999-0001,Recife\nBo,11 9ABCD-1234,Natal\n"
+        "Cy,11 99999-0003,Sousa\n",
+        encoding="utf-8",
+    )
+
+    log_in(wide, live_server.url, "mia")
+    wide.goto(f"{live_server.url}/admin/campaigns/contactupload/start/")
+    wide.fill("#id_new_list", "Autumn")
+    wide.click("#upload-start-form input[type=submit]")
+    wide.wait_for_selector("#new-list-note")
+    assert not ContactList.objects.filter(name="Autumn").exists()  # not before its file
+    wide.set_input_files("#upload-form input[type=file]", str(file))
+    wide.click("#upload-form input[type=submit]")
+    wide.wait_for_selector("#mapping-form")
+    wide.select_option("select[name=region]", "BR")
+    wide.click("#mapping-form input[type=submit]")
+    wide.wait_for_selector("#upload-result", timeout=60_000)
+
+    assert wide.inner_text("#count-rejected") == "1"
+    assert "letters in the phone number" in wide.inner_text("#rejections")
+    assert "11 9ABCD-1234" in wide.inner_text("#rejections")
+    assert wide.inner_text("#changed-elsewhere") == (
+        "1 contact in another list was updated (name or columns): +5511999990001, in list 'VIP'."
+    )
+    wide.screenshot(path="/tmp/contact-upload-changed-elsewhere.png", full_page=True)
+    assert not Contact.objects.filter(phone="+5511922231234").exists()
+    assert Contact.objects.get(phone="+5511999990001").name == "Ana Maria"
+
+    # The rejected rows, fixed and uploaded again: read as the first upload read them.
+    with wide.expect_download() as download:
+        wide.click("#download-rejects")
+    rows = list(csv.reader(Path(download.value.path()).open(encoding="utf-8")))
+    assert rows[0] == ["line", "value", "reason", "default_country", "Name", "Mobile", "City"]
+    rows[1][5] = "11 99999-0002"
+    fixed = tmp_path / "autumn-fixed.csv"
+    with fixed.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    wide.click("text=Autumn")
+    wide.click("#upload-contacts")
+    wide.set_input_files("#upload-form input[type=file]", str(fixed))
+    wide.click("#upload-form input[type=submit]")
+    wide.wait_for_selector("#rejects-file-note")
+    assert "first upload's default country, BR" in wide.inner_text("#rejects-file-note")
+    assert wide.input_value("select[name=region]") == "BR"
+    offered = wide.eval_on_selector_all(
+        "input[name=attribute_columns]", "boxes => boxes.map(b => b.value)"
+    )
+    assert "line" not in offered and "reason" not in offered and "City" in offered
+    wide.screenshot(path="/tmp/contact-upload-rejects-again.png", full_page=True)
