@@ -309,10 +309,10 @@ def test_contacts_import_duplicate_policy_over_the_whole_file(tmp_path: Path) ->
     assert (strict["imported"], strict["rejected"], strict["duplicates_rejected"]) == (0, 2, 2)
     assert [r["line"] for r in strict["rejections"]] == [2, 4]
     assert rejects.read_text().splitlines()[1:] == [
-        "2,'+5511999990001,the number is also on line 4: repeated numbers are rejected,"
-        "'+5511999990001,Ana",
-        "4,'+5511999990001,the number is also on line 2: repeated numbers are rejected,"
-        "'+5511999990001,Ann",
+        "2,+5511999990001,the number is also on line 4: repeated numbers are rejected,,"
+        "+5511999990001,Ana",
+        "4,+5511999990001,the number is also on line 2: repeated numbers are rejected,,"
+        "+5511999990001,Ann",
     ]
     with pytest.raises(CommandError):
         run(*args, "--duplicates", "newest")

@@ -11,6 +11,8 @@ from django.core.exceptions import ImproperlyConfigured
 from whatsblast.core import embedded
 from whatsblast.core.env import (
     env_bool,
+    env_file_load,
+    env_file_path,
     env_float,
     env_int,
     env_list,
@@ -25,6 +27,12 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 # Generic admin and form classes (ModelAdmin[Campaign]) subscriptable at run time, as the
 # type checker sees them.
 django_stubs_ext.monkeypatch()
+
+# ./.env (or WHATSBLAST_ENV_FILE) fills in what the environment leaves unset: `make demo`
+# writes one with DEBUG on and its own SECRET_KEY, so that a command typed by hand next to
+# the demo runs as the demo does. Production has no such file and sets its environment.
+ENV_FILE = env_file_path(BASE_DIR / ".env")
+env_file_load(ENV_FILE)
 
 DEBUG = env_bool("DEBUG", False)
 # A development key is allowed only with DEBUG on; production must set its own.

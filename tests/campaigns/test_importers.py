@@ -292,7 +292,10 @@ def test_copy_payload_escapes_copy_text_format() -> None:
     ("value", "safe"),
     [
         ("=1+1", "'=1+1"),
-        ("+5511", "'+5511"),
+        ("+5511", "+5511"),  # a phone number: + and digits only
+        ("+55 11", "'+55 11"),
+        ("+1+1", "'+1+1"),
+        ("+5511)", "'+5511)"),
         ("-2", "'-2"),
         ("@SUM(A1)", "'@SUM(A1)"),
         ("ok", "ok"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,10 @@ from django.contrib.auth.models import Group, Permission
 from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from delivery.models import DeadLetter
+from delivery.numbers import phone_number_pause
 from tests.factories import make_contact_list, make_phone_number
 from tests.ui.support import dead_message, message_status, role_user
 from whatsblast.auth.roles import MARKETING, OPERATORS, SUPPORT, role_grant, roles_sync
@@ -149,7 +152,11 @@ def test_support_cannot_upload_contacts_launch_or_create_campaigns(upload_dir: P
 
 
 def test_only_operators_resume_numbers_and_send_tests() -> None:
-    number = make_phone_number()
+    number = phone_number_pause(
+        phone_number=make_phone_number(),
+        until=timezone.now() + timedelta(minutes=5),
+        reason="Meta said too fast",
+    )
     resume = reverse("admin:campaigns_phonenumber_resume", args=[number.pk])
     test_send = reverse("admin:campaigns_phonenumber_test_send", args=[number.pk])
     change = reverse("admin:campaigns_phonenumber_change", args=[number.pk])
@@ -165,6 +172,10 @@ def test_only_operators_resume_numbers_and_send_tests() -> None:
     page = operator.get(change).content.decode()
     assert 'id="resume-form"' in page and "Test send" in page
     assert operator.get(test_send).status_code == 200
+    # A number that is not paused offers nothing to resume, even to an operator.
+    running = make_phone_number()
+    page = operator.get(reverse("admin:campaigns_phonenumber_change", args=[running.pk]))
+    assert 'id="resume-form"' not in page.content.decode()
 
 
 def test_a_marketer_uploads_and_reads_templates_but_cannot_change_them(upload_dir: Path) -> None:

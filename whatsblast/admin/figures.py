@@ -9,6 +9,7 @@ read them from here, so "delivered" means the same thing on each.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from delivery.campaigns.progress import OUTCOME_LABELS, outcome_counts
@@ -77,6 +78,36 @@ def campaigns_figures(*, campaign_ids: list[int]) -> dict[int, dict[str, int]]:
     return result
 
 
+def duration_text(span: timedelta) -> str:
+    """A duration as people say it: "29 s", "3 min 05 s", "1 h 04 min", "2 d 03 h"."""
+    seconds = max(0, round(span.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {minutes:02d} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours:02d} h"
+
+
+def percent_of(part: int, whole: int, *, digits: int = 1) -> float | None:
+    """``part`` as a percentage of ``whole``, rounded to ``digits``, for every page: never
+    100 unless every one is, never 0 unless none is (99.96 % reads 99.9 %, not 100 %;
+    0.02 % reads 0.1 %). None when there is no whole."""
+    if whole <= 0:
+        return None
+    step = 10.0**-digits
+    value = round(100 * part / whole, digits)
+    if part < whole and value >= 100:
+        value = round(100 - step, digits)
+    elif part > 0 and value <= 0:
+        value = step if digits else 1.0
+    return int(value) if digits == 0 else value
+
+
 _BASE = {"sent": "audience", "delivered": "sent", "read": "delivered", "failed": "audience"}
 
 
@@ -88,7 +119,7 @@ def figure_rows(figures: dict[str, int], *, keep_zero: bool = False) -> list[Fig
         if not count and not keep_zero and key in ("to_send", "skipped", "cancelled"):
             continue
         base = figures.get(_BASE.get(key, ""), 0)
-        percent = round(100 * count / base, 1) if key in _BASE and base else None
+        percent = percent_of(count, base) if key in _BASE else None
         label, help_text = LABELS[key]
         rows.append(Figure(key, label, help_text, count, percent))
     return rows

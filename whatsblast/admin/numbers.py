@@ -122,7 +122,7 @@ class PhoneNumberAdmin(admin.ModelAdmin[PhoneNumber]):
         "name_status",
         "throughput_level",
         "graph_read_at",
-        "graph_error",
+        "graph_read_result",
         "created_at",
         "updated_at",
     )
@@ -142,7 +142,7 @@ class PhoneNumberAdmin(admin.ModelAdmin[PhoneNumber]):
                     "name_status",
                     "throughput_level",
                     "graph_read_at",
-                    "graph_error",
+                    "graph_read_result",
                 )
             },
         ),
@@ -191,6 +191,16 @@ class PhoneNumberAdmin(admin.ModelAdmin[PhoneNumber]):
             return "-"
         until = timezone.localtime(obj.paused_until).strftime("%Y-%m-%d %H:%M")
         return f"until {until}: {obj.paused_reason}" if obj.paused_reason else f"until {until}"
+
+    @admin.display(description="last read")
+    def graph_read_result(self, obj: PhoneNumber) -> str:
+        """What the last read of the number from Meta said; a number never read yet says
+        so (an empty error there used to read "the token works")."""
+        if obj.graph_read_at is None:
+            return "Not read from Meta yet: the token has not been tried."
+        if obj.graph_error:
+            return f"Failed: {obj.graph_error}"
+        return "Read without error: the token works."
 
     @admin.display(description="sending now")
     def pause_state(self, obj: PhoneNumber) -> str:
@@ -253,7 +263,13 @@ class PhoneNumberAdmin(admin.ModelAdmin[PhoneNumber]):
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
         extra = dict(extra_context or {})
-        extra["can_resume"] = self.has_change_permission(request)
+        number = PhoneNumber.objects.filter(pk=object_id).first() if object_id.isdigit() else None
+        # "Resume now" only for a number that is paused (by its row or the rate limiter).
+        extra["can_resume"] = (
+            number is not None
+            and self.has_change_permission(request, number)
+            and phone_number_pause_state(phone_number=number).paused
+        )
         extra["can_test_send"] = request.user.has_perm(SEND_TEST_PERMISSION)
         return super().change_view(request, object_id, form_url, extra)
 

@@ -10,10 +10,12 @@ convention of container secret mounts.
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
+import environ as django_environ
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -139,3 +141,52 @@ def env_url(
     if parsed.scheme not in ("unix",) and not parsed.netloc and not parsed.path:
         raise ImproperlyConfigured(f"{name} has no host")
     return value
+
+
+# The file of local settings: ./.env in the checkout unless WHATSBLAST_ENV_FILE names
+# another (empty: none). `make demo` writes it so that `manage.py …` typed by hand next to
+# the demo runs with the demo's DEBUG and SECRET_KEY.
+ENV_FILE_VARIABLE = "WHATSBLAST_ENV_FILE"
+
+
+def env_file_path(default: Path, *, environ: Mapping[str, str] | None = None) -> Path | None:
+    """The local settings file: ``WHATSBLAST_ENV_FILE`` when set (empty: none), else
+    ``default``."""
+    source = os.environ if environ is None else environ
+    named = source.get(ENV_FILE_VARIABLE)
+    if named is None:
+        return default
+    return Path(named.strip()) if named.strip() else None
+
+
+def env_file_load(path: Path | None) -> bool:
+    """Put the ``NAME=value`` lines of ``path`` into the environment, each only where the
+    environment does not set it already (what a process is given always wins). False when
+    there is no such file. Production has none and sets its own environment, so a missing
+    SECRET_KEY still stops it."""
+    if path is None or not path.is_file():
+        return False
+    django_environ.Env.read_env(path, overwrite=False)
+    return True
+
+
+def env_file_write_development(path: Path) -> str:
+    """Write a development settings file at ``path`` (DEBUG on, a new random SECRET_KEY)
+    unless one is there; returns the SECRET_KEY it holds (empty when an existing file names
+    none)."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        path.write_text(
+            "# Local development settings, written by `make demo`; read by every manage.py\n"
+            "# run from this checkout (the environment wins over them). Never in production:\n"
+            "# there DEBUG is off and SECRET_KEY is the deployment's own.\n"
+            f"DEBUG=1\nSECRET_KEY={key}\n",
+            encoding="utf-8",
+        )
+        path.chmod(0o600)
+    for line in path.read_text(encoding="utf-8").splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip().removeprefix("export ").strip() == "SECRET_KEY":
+            return value.strip().strip("'\"")
+    return ""

@@ -26,10 +26,17 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from campaigns.audience.importing import contacts_import
 from campaigns.drafts import campaign_create
-from campaigns.models import BusinessAccount, Campaign, PhoneNumber, Template
+from campaigns.models import BusinessAccount, Campaign, PhoneNumber, RateCard, Template
 from delivery.campaigns.launch import campaign_start
-from delivery.campaigns.progress import campaign_progress, outcome_counts, recent_rate
+from delivery.campaigns.progress import (
+    campaign_progress,
+    outcome_counts,
+    rate_measured,
+    recent_rate,
+)
+from delivery.campaigns.rate_cards import SAMPLE_RATE_CARD, rate_card_load
 from whatsblast.auth.roles import MARKETING, SUPPORT, role_grant, roles_sync
+from whatsblast.core.env import env_file_write_development
 from whatsblast.core.processes import (
     ChildExited,
     ProcessGroup,
@@ -84,12 +91,13 @@ class Command(BaseCommand):
         verify = settings.WHATSAPP_VERIFY_TOKEN or secrets.token_hex(8)
         web = f"http://127.0.0.1:{options['port']}"
         sim = f"http://127.0.0.1:{options['sim_port']}"
+        secret_key = self._local_env_file()
         env = {
             **service_environment(),
             "WHATSAPP_APP_SECRET": secret,
             "WHATSAPP_VERIFY_TOKEN": verify,
             "DEBUG": "1" if settings.DEBUG else "0",
-            "SECRET_KEY": settings.SECRET_KEY,
+            "SECRET_KEY": secret_key,
         }
         group = ProcessGroup(settings.DATA_DIR / "logs", env)
         stop = _install_stop_handler()
@@ -104,7 +112,7 @@ class Command(BaseCommand):
                 )
                 + f"Simulator: {sim}/_sim/stats   logs: {group.log_dir}\n"
             )
-            self._follow(campaign_id, group, stop)
+            self._follow(campaign_id, group, stop, options["rate"] * (1 - options["reserve"]))
             if options["exit_when_done"]:
                 return
             self.stdout.write("\nThe admin stays up. Ctrl-C stops everything.\n")
@@ -115,6 +123,21 @@ class Command(BaseCommand):
             raise child_exit_error(exc, group) from None
         finally:
             group.stop()
+
+    def _local_env_file(self) -> str:
+        """With DEBUG on, the local settings file (./.env) the demo's processes share with
+        any ``manage.py …`` typed by hand next to it: written once with DEBUG on and a
+        random SECRET_KEY, then kept. Returns the SECRET_KEY every demo process uses."""
+        if not settings.DEBUG or settings.ENV_FILE is None:
+            return settings.SECRET_KEY
+        existed = settings.ENV_FILE.exists()
+        key = env_file_write_development(settings.ENV_FILE) or settings.SECRET_KEY
+        if not existed:
+            self.stdout.write(
+                f"Wrote {settings.ENV_FILE} (DEBUG on, a SECRET_KEY): manage.py commands "
+                "run by hand from this checkout use it."
+            )
+        return key
 
     def _admin_user(self) -> str:
         password = secrets.token_urlsafe(12)
@@ -207,6 +230,9 @@ class Command(BaseCommand):
             language="en_US",
             defaults={"body_text": "Hi {{1}}, spring sale starts today!", "body_param_count": 1},
         )
+        if not RateCard.objects.exists():  # an operator's own card is never replaced
+            loaded = rate_card_load(SAMPLE_RATE_CARD)
+            self.stdout.write(f"Rate card: a sample of Meta's. {loaded.text()}")
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "contacts.csv"
             _write_contacts(path, options["contacts"])
@@ -226,18 +252,22 @@ class Command(BaseCommand):
         Campaign.objects.filter(pk=campaign.pk).update(max_attempts=2)
         campaign.refresh_from_db()
         summary = campaign_start(campaign=campaign)
+        share = options["rate"] * (1 - options["reserve"])
         self.stdout.write(
-            f"Campaign {campaign.pk} launched: {summary.pending} recipients at "
-            f"{options['rate'] * (1 - options['reserve']):.0f} msg/s"
+            f"Campaign {campaign.pk} launched: {summary.pending:,} recipients. The number "
+            f"allows {options['rate']:,} msg/s and keeps {options['reserve']:.0%} for "
+            f"transactional sends, so the campaign is paced to at most {share:,.0f} msg/s; "
+            "the rate measured stays a little below it (the pacing never goes over)."
         )
         return campaign.pk
 
-    def _follow(self, campaign_id: int, group: ProcessGroup, stop: Any) -> None:
+    def _follow(self, campaign_id: int, group: ProcessGroup, stop: Any, share_rate: float) -> None:
         while not stop():
             group.check()
             campaign = Campaign.objects.get(pk=campaign_id)
             progress = campaign_progress(campaign=campaign)
-            sys.stdout.write("\r" + _progress_line(progress, campaign.started_at))
+            line = _progress_line(progress, campaign.started_at, share_rate)
+            sys.stdout.write("\r" + line)
             sys.stdout.flush()
             if progress.status in ("completed", "cancelled"):
                 sys.stdout.write("\n")
@@ -245,21 +275,25 @@ class Command(BaseCommand):
             time.sleep(0.5)
 
 
-def _progress_line(progress: Any, started_at: Any = None) -> str:
+def _progress_line(progress: Any, started_at: Any = None, configured_rate: float = 0.0) -> str:
     """The terminal bar, in the words of the admin's pages. The rate is over the last
-    minute or since the start when shorter, as on the campaign page, so the first seconds
-    show the real pace instead of a minute's average climbing from zero."""
+    minute or since the start (or a resume) when shorter, as on the campaign page, so the
+    first seconds show the real pace instead of a minute's average climbing from zero.
+    Until that pace is measured (its first seconds) the ETA is at ``configured_rate``,
+    the campaign's share of the number, marked with "~"."""
     figures = outcome_counts(counts=progress.counts)
     done = progress.total - progress.remaining
     width = 30
     filled = int(width * done / progress.total) if progress.total else width
-    rate, _ = recent_rate(
-        started_at=started_at, sent_last_minute=progress.sent_last_minute, now=progress.measured_at
-    )
+    since = progress.rate_since or started_at
+    now = progress.measured_at
+    rate, _ = recent_rate(started_at=since, sent_last_minute=progress.sent_last_minute, now=now)
     if not progress.remaining:
         eta = "done"
-    elif rate:
+    elif rate and rate_measured(since=since, now=now):
         eta = f"{progress.remaining / rate:.0f}s"
+    elif configured_rate:
+        eta = f"~{progress.remaining / configured_rate:.0f}s"
     else:
         eta = "?"
     return (

@@ -1,4 +1,6 @@
 """manage.py template add --number PNID --name NAME --language en_US [--body ...]
+    [--header-image|--header-video|--header-document URL] [--quick-reply TEXT ...]
+    [--url-button TEXT URL [EXAMPLE_URL] ...] [--phone-button TEXT +PHONE]
 manage.py template sync [--waba WABA_ID] [--json]"""
 
 from __future__ import annotations
@@ -8,8 +10,8 @@ from typing import Any
 
 from django.core.management.base import CommandError, CommandParser
 
-from campaigns.catalogue.templates import template_add
-from campaigns.models import BusinessAccount, TemplateCategory, TemplateStatus
+from campaigns.catalogue.templates import TemplateExtras, UrlButton, template_add
+from campaigns.models import BusinessAccount, HeaderFormat, TemplateCategory, TemplateStatus
 from delivery.cloud.template_sync import TemplateSyncReport, templates_sync, templates_sync_all
 from whatsblast.management.base import SubcommandCommand
 
@@ -45,6 +47,40 @@ class Command(SubcommandCommand):
             type=str.upper,
             choices=TemplateStatus.values,
         )
+        header = parser.add_mutually_exclusive_group()
+        for media in ("image", "video", "document"):
+            header.add_argument(
+                f"--header-{media}",
+                metavar="URL",
+                help=f"a {media} header; URL is the example Meta reviews (https://…)",
+            )
+        parser.add_argument(
+            "--quick-reply",
+            dest="quick_replies",
+            action="append",
+            default=[],
+            metavar="TEXT",
+            help="a quick-reply button (repeat for each, up to 10 buttons in all)",
+        )
+        parser.add_argument(
+            "--url-button",
+            dest="url_buttons",
+            action="append",
+            default=[],
+            nargs="+",
+            metavar="TEXT URL [EXAMPLE_URL]",
+            help="a URL button; a URL ending in {{1}} takes a value per send and needs "
+            "EXAMPLE_URL, the URL with a sample value (at most 2)",
+        )
+        parser.add_argument(
+            "--phone-button",
+            dest="phone_buttons",
+            action="append",
+            default=[],
+            nargs=2,
+            metavar=("TEXT", "+PHONE"),
+            help="a button that calls +PHONE (at most 1)",
+        )
 
     def handle_add(self, options: dict[str, Any]) -> None:
         template = template_add(
@@ -54,6 +90,7 @@ class Command(SubcommandCommand):
             body_text=options["body"],
             category=options["category"],
             status=options["status"],
+            extras=template_extras(options),
         )
         self.stdout.write(str(template.pk))
 
@@ -77,6 +114,28 @@ class Command(SubcommandCommand):
         failed = [r for r in reports if not r.ok]
         if failed:
             raise CommandError("; ".join(f"WABA {r.waba_id}: {r.error}" for r in failed))
+
+
+def template_extras(options: dict[str, Any]) -> TemplateExtras:
+    """The header and buttons ``template add`` was given."""
+    header_format, header_example = HeaderFormat.NONE, ""
+    for media in (HeaderFormat.IMAGE, HeaderFormat.VIDEO, HeaderFormat.DOCUMENT):
+        if options.get(f"header_{media.lower()}"):
+            header_format, header_example = media, options[f"header_{media.lower()}"]
+    url_buttons = []
+    for values in options["url_buttons"]:
+        if len(values) not in (2, 3):
+            raise CommandError(
+                "--url-button takes TEXT URL and, for a URL ending in {{1}}, EXAMPLE_URL"
+            )
+        url_buttons.append(UrlButton(*values))
+    return TemplateExtras(
+        header_format=header_format,
+        header_example=header_example,
+        quick_replies=list(options["quick_replies"]),
+        url_buttons=url_buttons,
+        phone_buttons=[(text, phone) for text, phone in options["phone_buttons"]],
+    )
 
 
 def sync_text(report: TemplateSyncReport) -> str:
