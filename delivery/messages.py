@@ -122,6 +122,26 @@ def _run(sql: str, args: Any) -> int:
         return int(cursor.rowcount)
 
 
+# Every writer of many rows that waits on row locks takes them in id order (the applier's
+# ``statuses_lock``, the sender's settlements, a cancel, a retry, a requeue, the
+# reconciler): two such writers touching the same rows then queue behind each other and
+# never deadlock. Left to an UPDATE's scan or join order they did: PostgreSQL aborted one
+# of them (a cancel from the CLI once, a batch's record before that). Writers that skip
+# locked rows (the claim, the held release, the unknown settle) never wait, so they need
+# no order. The statements below lock by id first, in a CTE or with ``_LOCK_SQL``.
+_LOCK_SQL = """
+SELECT id FROM delivery_message WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE
+"""
+
+
+def _run_locked(sql: str, args: Any, *, ids: Sequence[int], fetch: bool = False) -> Any:
+    """``sql`` in a transaction that first locks the rows ``ids`` in id order."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_LOCK_SQL, [list(ids)])
+        cursor.execute(sql, args)
+        return list(cursor.fetchall()) if fetch else int(cursor.rowcount)
+
+
 def _json_rows(rows: Sequence[Sequence[Any]]) -> str:
     """Rows as one JSON array for ``jsonb_array_elements``."""
     return json.dumps(rows, separators=(",", ":"))
@@ -302,7 +322,7 @@ def release_messages(*, ids: Sequence[int], at: datetime | Sequence[datetime] | 
         times = list(at)
         if len(times) != len(ids):
             raise ValueError("release_messages: one time per row")
-    return _run(_RELEASE_SQL, [list(ids), times])
+    return int(_run_locked(_RELEASE_SQL, [list(ids), times], ids=ids))
 
 
 # --- record: a batch of send results ------------------------------------------------------
@@ -381,14 +401,6 @@ SELECT m.id, m.campaign_id, m.phone_number_id, m.last_error_code, m.last_error_t
 ON CONFLICT (message_id) WHERE status = 'open' DO NOTHING
 """  # noqa: S608
 
-# The batch's rows, locked in id order before the UPDATE: the webhook applier locks the
-# rows it writes in id order too (``statuses_lock``), so the two queue behind each other.
-# Left to the UPDATE's join order they deadlocked, and PostgreSQL's victim was now and
-# then this transaction: the send job died with the batch unrecorded.
-_LOCK_SQL = """
-SELECT id FROM delivery_message WHERE id = ANY(%s::bigint[]) ORDER BY id FOR UPDATE
-"""
-
 
 # Written on the contact a send's 131050 opted out (shown on the customer page).
 SEND_OPT_OUT_REASON = "a send was refused: the user stopped marketing messages (131050)"
@@ -465,11 +477,20 @@ def transactional_fail(*, message_id: int, reason: str) -> int:
 # A `sending` row whose lease expired belonged to a worker that died: its send may or may
 # not have reached Meta, so it becomes `unknown`, exactly like a timeout.
 _EXPIRE_LEASES_SQL = f"""
-UPDATE delivery_message
+WITH expired AS (
+    SELECT id FROM delivery_message
+     WHERE send_status = '{S.SENDING}'
+       AND claimed_at < now() - make_interval(secs => %(lease)s)
+     ORDER BY id
+       FOR UPDATE
+)
+UPDATE delivery_message AS m
    SET status = '{S.UNKNOWN}', claimed_at = now(),
-       error_history = error_history || jsonb_build_array(%(entry)s::jsonb)
- WHERE send_status = '{S.SENDING}' AND claimed_at < now() - make_interval(secs => %(lease)s)
-RETURNING id
+       error_history = m.error_history || jsonb_build_array(%(entry)s::jsonb)
+  FROM expired e
+ WHERE m.id = e.id AND m.status = '{S.SENDING}'
+   AND m.claimed_at < now() - make_interval(secs => %(lease)s)
+RETURNING m.id
 """  # noqa: S608
 
 # Unknown rows past the evidence window, by policy. The join picks each campaign's
@@ -515,9 +536,21 @@ def unknown_settle(*, window_s: float) -> tuple[int, int]:
 
 # --- campaigns: cancel, retry, canary release, opt-outs ---------------------------------------
 
+# Locked in id order first (see ``_LOCK_SQL``). Left to the UPDATE's scan order, a cancel
+# during a send deadlocked with the sender recording a batch: the UPDATE re-checks a row
+# another transaction changed by locking it first, and keeps that lock even when the row
+# no longer matches, so it could hold a batch row the sender was about to lock while
+# waiting for one the sender already held.
 _CANCEL_SQL = f"""
-UPDATE delivery_message SET status = '{S.CANCELLED}'
- WHERE campaign_id = %s AND send_status = '{S.PENDING}'
+WITH doomed AS (
+    SELECT id FROM delivery_message
+     WHERE campaign_id = %s AND send_status = '{S.PENDING}'
+     ORDER BY id
+       FOR UPDATE
+)
+UPDATE delivery_message AS m SET status = '{S.CANCELLED}'
+  FROM doomed d
+ WHERE m.id = d.id AND m.status = '{S.PENDING}'
 """  # noqa: S608
 
 
@@ -542,6 +575,9 @@ _RETRYABLE_WHERE = f"""
 """  # noqa: S608
 
 _RETRY_SQL = f"""
+WITH retried AS (
+    SELECT m.id FROM delivery_message AS m {_RETRYABLE_WHERE} ORDER BY m.id FOR UPDATE OF m
+)
 UPDATE delivery_message AS m
    SET status = '{S.PENDING}', attempt = 0, pair_limit_hits = 0, claimed_at = NULL,
        next_attempt_at = CASE
@@ -551,7 +587,8 @@ UPDATE delivery_message AS m
        wamid = NULL, sent_at = NULL, delivered_at = NULL, read_at = NULL, failed_at = NULL,
        held_for_quality_assessment = false,
        error_history = m.error_history || jsonb_build_array(%(entry)s::jsonb)
-{_RETRYABLE_WHERE}
+  FROM retried r
+ WHERE m.id = r.id AND m.status = '{S.FAILED}'
 """  # noqa: S608
 
 _RETRYABLE_COUNT_SQL = f"SELECT count(*) FROM delivery_message AS m {_RETRYABLE_WHERE}"  # noqa: S608
@@ -609,12 +646,22 @@ def campaign_pending_skip_for_contacts(*, contact_ids: Sequence[int], reason: st
     """
     if not contact_ids:
         return 0
-    return _run(
-        f"UPDATE delivery_message SET status = '{S.SKIPPED}', skip_reason = %s "  # noqa: S608
-        f"WHERE contact_id = ANY(%s) AND status = '{S.PENDING}' "
-        f"AND kind = '{MessageKind.CAMPAIGN}'",
-        [reason[:200], list(contact_ids)],
-    )
+    return _run(_SKIP_FOR_CONTACTS_SQL, [list(contact_ids), reason[:200]])
+
+
+# Locked in id order first (see ``_LOCK_SQL``).
+_SKIP_FOR_CONTACTS_SQL = f"""
+WITH skipped AS (
+    SELECT id FROM delivery_message
+     WHERE contact_id = ANY(%s) AND send_status = '{S.PENDING}'
+       AND kind = '{MessageKind.CAMPAIGN}'
+     ORDER BY id
+       FOR UPDATE
+)
+UPDATE delivery_message AS m SET status = '{S.SKIPPED}', skip_reason = %s
+  FROM skipped k
+ WHERE m.id = k.id AND m.status = '{S.PENDING}'
+"""  # noqa: S608
 
 
 # --- dead letters ----------------------------------------------------------------------------
@@ -649,7 +696,7 @@ def dead_requeue(
     """Dead rows back to pending with fresh attempts, due ``at`` (now when None or past);
     the ids of the rows it moved."""
     args = {"ids": list(ids), "entry": json.dumps(entry), "at": at}
-    return [int(row[0]) for row in _fetch(_DEAD_REQUEUE_SQL, args)]
+    return [int(row[0]) for row in _run_locked(_DEAD_REQUEUE_SQL, args, ids=ids, fetch=True)]
 
 
 def failed_requeue(
@@ -657,7 +704,7 @@ def failed_requeue(
 ) -> list[int]:
     """Failed rows (no dead letter) back to pending, as ``dead_requeue``; the ids moved."""
     args = {"ids": list(ids), "entry": json.dumps(entry), "at": at}
-    return [int(row[0]) for row in _fetch(_FAILED_REQUEUE_SQL, args)]
+    return [int(row[0]) for row in _run_locked(_FAILED_REQUEUE_SQL, args, ids=ids, fetch=True)]
 
 
 # --- status callbacks ------------------------------------------------------------------------

@@ -116,14 +116,12 @@ SELECT count(*), sum(rc.price), count(*) FILTER (WHERE rc.price IS NULL), max(rc
 """  # noqa: S608 - constants only
 
 
-@dataclass(frozen=True)
-class CostLine:
-    category: str
-    type: str  # regular, free_customer_service, free_entry_point, "" (before PMP)
-    messages: int
-    charged: int
+@dataclass(frozen=True, kw_only=True)
+class PricedAmount:
+    """An amount at the rate card, written one way on every page (``cost_text``)."""
+
     cost: Decimal
-    unpriced: int  # charged messages no rate-card row prices
+    unpriced: int
     currency: str
     card_currency: str = ""  # '' when no rate card is loaded
 
@@ -138,44 +136,38 @@ class CostLine:
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "cost": f"{self.cost:.{COST_PLACES}f}",
+            "unpriced": self.unpriced,
+            "currency": self.currency,
+            "text": self.text,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class CostLine(PricedAmount):
+    category: str
+    type: str  # regular, free_customer_service, free_entry_point, "" (before PMP)
+    messages: int
+    charged: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
             "category": self.category,
             "type": self.type or "(not reported)",
             "messages": self.messages,
             "charged": self.charged,
-            "cost": f"{self.cost:.{COST_PLACES}f}",
-            "unpriced": self.unpriced,
-            "currency": self.currency,
-            "text": self.text,
+            **super().as_dict(),
         }
 
 
-@dataclass(frozen=True)
-class CostTotal:
+@dataclass(frozen=True, kw_only=True)
+class CostTotal(PricedAmount):
     """What a whole campaign cost: its charged messages and their price."""
 
     charged: int
-    cost: Decimal
-    unpriced: int
-    currency: str
-    card_currency: str
-
-    @property
-    def text(self) -> str:
-        return cost_text(
-            cost=self.cost,
-            currency=self.currency,
-            unpriced=self.unpriced,
-            card_currency=self.card_currency,
-        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "charged": self.charged,
-            "cost": f"{self.cost:.{COST_PLACES}f}",
-            "unpriced": self.unpriced,
-            "currency": self.currency,
-            "text": self.text,
-        }
+        return {"charged": self.charged, **super().as_dict()}
 
 
 def cost_total(lines: Iterable[CostLine], *, card_currency: str) -> CostTotal:
@@ -232,12 +224,12 @@ def _cost_remember(campaign_id: int, total: CostTotal) -> None:
         pass  # a cache: the page that reckoned the cost shows it; the list reads "-" for now
 
 
-def campaigns_costs_known(*, campaign_ids: list[int]) -> dict[int, CostTotal]:
+def campaigns_costs_known(*, campaign_ids: list[int], card_currency: str) -> dict[int, CostTotal]:
     """{campaign id: its last reckoned cost} for the campaigns that have one: one Redis
-    round trip and one aggregate of the rate card, whatever the number of campaigns."""
+    round trip whatever the number of campaigns (``card_currency`` is the caller's
+    ``rate_card_currency()``, read once for the page)."""
     if not campaign_ids:
         return {}
-    card_currency = rate_card_currency()
     try:
         values = get_redis().mget([_COST_KEY.format(pk) for pk in campaign_ids])
     except redis.RedisError:
@@ -257,33 +249,13 @@ def campaigns_costs_known(*, campaign_ids: list[int]) -> dict[int, CostTotal]:
     return known
 
 
-@dataclass(frozen=True)
-class CostEstimate:
+@dataclass(frozen=True, kw_only=True)
+class CostEstimate(PricedAmount):
     messages: int
-    cost: Decimal
-    unpriced: int
-    currency: str
     category: str
-    card_currency: str = ""  # '' when no rate card is loaded
-
-    @property
-    def text(self) -> str:
-        return cost_text(
-            cost=self.cost,
-            currency=self.currency,
-            unpriced=self.unpriced,
-            card_currency=self.card_currency,
-        )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "messages": self.messages,
-            "cost": f"{self.cost:.{COST_PLACES}f}",
-            "unpriced": self.unpriced,
-            "currency": self.currency,
-            "category": self.category,
-            "text": self.text,
-        }
+        return {"messages": self.messages, "category": self.category, **super().as_dict()}
 
 
 def campaign_cost_estimate(*, campaign: Campaign) -> CostEstimate:
@@ -304,11 +276,11 @@ def campaign_cost_estimate(*, campaign: Campaign) -> CostEstimate:
         cursor.execute(sql, args)
         messages, cost, unpriced, currency = cursor.fetchone()
     return CostEstimate(
-        int(messages),
-        cost or Decimal(0),
-        int(unpriced),
-        currency or "",
-        category,
+        messages=int(messages),
+        cost=cost or Decimal(0),
+        unpriced=int(unpriced),
+        currency=currency or "",
+        category=category,
         card_currency=rate_card_currency(),
     )
 

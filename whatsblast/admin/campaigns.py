@@ -862,8 +862,10 @@ class FiguresChangeList(ChangeList):
         super().get_results(request)
         rows = list(self.result_list)
         figures = campaigns_figures(campaign_ids=[c.pk for c in rows])
-        costs = campaigns_costs_known(campaign_ids=[c.pk for c in rows])
         card_currency = rate_card_currency()
+        costs = campaigns_costs_known(
+            campaign_ids=[c.pk for c in rows], card_currency=card_currency
+        )
         for campaign in rows:
             campaign.figures = figures.get(campaign.pk, {})
             campaign.cost_known = costs.get(campaign.pk)
