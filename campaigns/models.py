@@ -397,6 +397,10 @@ class Campaign(models.Model):
     scheduled_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+    # When the campaign first finished. A requeue or a retry of failed rows reopens it and
+    # moves ``completed_at`` to when those rows settle; the run's own end and duration
+    # stay these.
+    first_completed_at = models.DateTimeField(null=True, blank=True)
     max_attempts = models.PositiveSmallIntegerField(
         default=5, validators=[MinValueValidator(1), MaxValueValidator(50)]
     )

@@ -40,7 +40,7 @@ def phone_search_candidates(term: str, *, regions: Iterable[str] | None = None) 
     if len(digits) < MIN_DIGITS or not set(text) <= _PHONE_CHARACTERS:
         return []
     compact = "".join(ch for ch in text if ch.isdigit() or ch == "+")
-    if compact.count("+") > 1 or "+" in compact[1:]:
+    if "+" in compact[1:]:  # a "+" anywhere but first
         return []
     candidates: list[str] = []
     if compact.startswith(("+", "00")):

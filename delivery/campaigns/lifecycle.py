@@ -56,7 +56,16 @@ def campaign_cancel(*, campaign: Campaign, reason: str = "cancelled by user") ->
         locked.status = CampaignStatus.CANCELLED
         locked.status_reason = reason[:500]
         locked.completed_at = timezone.now()
-        locked.save(update_fields=["status", "status_reason", "completed_at", "updated_at"])
+        locked.first_completed_at = locked.first_completed_at or locked.completed_at
+        locked.save(
+            update_fields=[
+                "status",
+                "status_reason",
+                "completed_at",
+                "first_completed_at",
+                "updated_at",
+            ]
+        )
         return campaign_pending_cancel(campaign_id=locked.pk)
 
 

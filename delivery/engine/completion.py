@@ -15,6 +15,7 @@ from delivery.models import OPEN_STATUSES
 _COMPLETE_SQL = f"""
 UPDATE campaigns_campaign AS c
    SET status = '{CampaignStatus.COMPLETED}', completed_at = now(), updated_at = now(),
+       first_completed_at = coalesce(c.first_completed_at, now()),
        status_reason = ''
  WHERE c.status = '{CampaignStatus.RUNNING}'
    AND (%(campaign_id)s::bigint IS NULL OR c.id = %(campaign_id)s)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import psycopg
 import pytest
@@ -24,16 +25,14 @@ from tests.factories import make_campaign, make_contact, make_contact_list
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _dsn() -> str:
-    settings = connection.settings_dict
-    return (
-        f"host={settings['HOST']} port={settings['PORT']} dbname={settings['NAME']} "
-        f"user={settings['USER']}"
-    )
+def _connection_params() -> dict[str, Any]:
+    # Django's own parameters: the embedded PostgreSQL is reached by a socket directory
+    # and no port, which a hand-built "host= port=" string gets wrong.
+    return connection.get_connection_params()
 
 
-def _waiting_on_a_lock(dsn: str, backend_pid: int) -> bool:
-    with psycopg.connect(dsn, autocommit=True) as probe:
+def _waiting_on_a_lock(params: dict[str, Any], backend_pid: int) -> bool:
+    with psycopg.connect(**params, autocommit=True) as probe:
         row = probe.execute(
             "SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", [backend_pid]
         ).fetchone()
@@ -54,7 +53,7 @@ def test_a_cancel_while_the_sender_holds_rows_waits_instead_of_deadlocking() -> 
             "UPDATE delivery_message SET next_attempt_at = now() WHERE id = ANY(%s)",
             [[low.pk, middle.pk]],
         )
-    dsn = _dsn()
+    params = _connection_params()
     outcome: dict[str, object] = {}
     cancel_pid: list[int] = []
 
@@ -69,13 +68,13 @@ def test_a_cancel_while_the_sender_holds_rows_waits_instead_of_deadlocking() -> 
         finally:
             connection.close()
 
-    with psycopg.connect(dsn) as sender:
+    with psycopg.connect(**params) as sender:
         sender.execute("SET lock_timeout = '10s'")
         sender.execute("SELECT id FROM delivery_message WHERE id = %s FOR UPDATE", [middle.pk])
         thread = threading.Thread(target=cancel)
         thread.start()
         deadline = time.monotonic() + 10
-        while not (cancel_pid and _waiting_on_a_lock(dsn, cancel_pid[0])):
+        while not (cancel_pid and _waiting_on_a_lock(params, cancel_pid[0])):
             assert time.monotonic() < deadline, "the cancel never waited on the held row"
             time.sleep(0.02)
         # The sender goes on in id order; the cancel must not be holding this row.

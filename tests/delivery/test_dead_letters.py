@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any
 
 import django_rq
 import pytest
 from django.core.exceptions import ValidationError
-from django.test import override_settings
+from django.test import Client, override_settings
+from django.urls import reverse
+from django.utils import timezone
 
-from campaigns.models import CampaignStatus
+from campaigns.models import Campaign, CampaignStatus
 from delivery.campaigns.launch import campaign_start
 from delivery.dead_letters import dead_letter_discard, dead_letter_request, dead_letter_requeue
 from delivery.engine import dispatch
+from delivery.engine.completion import campaigns_complete_finished
 from delivery.engine.reconcile import reconcile
 from delivery.models import DeadLetter, Message, MessageKind, SupportAction
 from tests.engine_support import campaign_on, number_on, running_simulator, work_burst
 from tests.factories import make_campaign, make_message
+from tests.ui.support import role_user
+from whatsblast.auth.roles import MARKETING
 
 pytestmark = pytest.mark.django_db
 
@@ -231,3 +237,33 @@ def test_a_requeued_dead_letter_is_really_sent(django_user_model: Any) -> None:
         assert statuses == ["sent", "sent"]
         campaign.refresh_from_db()
         assert campaign.status == CampaignStatus.COMPLETED
+
+
+def test_a_requeue_keeps_when_the_campaign_first_finished(agent: Any, on_commit: Any) -> None:
+    started = timezone.now() - timedelta(hours=2)
+    campaign = make_campaign(status=CampaignStatus.RUNNING, started_at=started)
+    letter = dead_letter_for(make_message(campaign=campaign))
+    assert campaigns_complete_finished(campaign_id=campaign.pk) == [campaign.pk]
+    campaign.refresh_from_db()
+    first = campaign.first_completed_at
+    assert first is not None and first == campaign.completed_at
+    Campaign.objects.filter(pk=campaign.pk).update(
+        first_completed_at=started + timedelta(minutes=40),
+        completed_at=started + timedelta(minutes=40),
+    )
+
+    with on_commit(execute=True):
+        dead_letter_requeue(dead_letters=[letter], user=agent, note="Meta outage")
+    Message.objects.filter(pk=letter.message_id).update(status="delivered")
+    assert campaigns_complete_finished(campaign_id=campaign.pk) == [campaign.pk]
+
+    campaign.refresh_from_db()
+    assert campaign.first_completed_at == started + timedelta(minutes=40)
+    assert campaign.completed_at is not None
+    assert campaign.completed_at > campaign.first_completed_at
+    page = Client()
+    page.force_login(role_user(MARKETING))
+    report = page.get(reverse("admin:campaigns_campaign_report", args=[campaign.pk]))
+    text = " ".join(report.content.decode().split())
+    assert "ran 40 min" in text, text[:3000]
+    assert "Messages sent again later (requeued or retried) settled by" in text

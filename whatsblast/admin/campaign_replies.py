@@ -6,10 +6,18 @@ user sent, whatever the campaign) stay Support's.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, overload
+
+from django.core.paginator import Paginator
 
 from campaigns.models import Campaign
-from webhooks.selectors import campaign_replier_counts, campaign_replies, campaign_reply_counts
+from webhooks.selectors import (
+    Reply,
+    campaign_replier_counts,
+    campaign_replies,
+    campaign_reply_counts,
+)
 
 REPLIES_PER_PAGE = 50
 
@@ -24,12 +32,33 @@ def replies_summary(*, recipients: int, replies: int, opt_outs: int) -> str:
     return text
 
 
-def _page_number(raw: str | None, pages: int) -> int:
-    try:
-        number = int(raw or 1)
-    except ValueError:
-        number = 1
-    return min(max(1, number), max(1, pages))
+class _CampaignReplies(Sequence[Reply]):
+    """The campaign's replies as Django's Paginator reads a list: its length is the count
+    the campaign's reply counters already hold, and a slice is one page's query."""
+
+    def __init__(self, campaign_id: int, total: int) -> None:
+        self.campaign_id = campaign_id
+        self.total = total
+
+    def __len__(self) -> int:
+        return self.total
+
+    @overload
+    def __getitem__(self, index: int) -> Reply: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Reply]: ...
+
+    def __getitem__(self, index: int | slice) -> Reply | list[Reply]:
+        if isinstance(index, int):
+            found = campaign_replies(campaign_id=self.campaign_id, offset=index, limit=1)
+            if not found:
+                raise IndexError(index)
+            return found[0]
+        start = index.start or 0
+        return campaign_replies(
+            campaign_id=self.campaign_id, offset=start, limit=(index.stop or start) - start
+        )
 
 
 def campaign_replies_context(*, campaign: Campaign, page: str | None) -> dict[str, Any]:
@@ -37,21 +66,20 @@ def campaign_replies_context(*, campaign: Campaign, page: str | None) -> dict[st
     counts = campaign_reply_counts(campaign_ids=[campaign.pk]).get(campaign.pk, {})
     people = campaign_replier_counts(campaign_ids=[campaign.pk]).get(campaign.pk, {})
     total = counts.get("replies", 0)
-    pages = max(1, -(-total // REPLIES_PER_PAGE))
-    number = _page_number(page, pages)
-    offset = (number - 1) * REPLIES_PER_PAGE
+    paginator: Paginator[Reply] = Paginator(_CampaignReplies(campaign.pk, total), REPLIES_PER_PAGE)
+    shown = paginator.get_page(page)  # a missing, wrong or too large number: the nearest page
     return {
-        "replies": campaign_replies(campaign_id=campaign.pk, offset=offset, limit=REPLIES_PER_PAGE),
+        "replies": list(shown.object_list),
         "summary": replies_summary(
             recipients=people.get("replied", 0),
             replies=total,
             opt_outs=people.get("opted_out", 0),
         ),
         "total": total,
-        "page_number": number,
-        "pages": pages,
-        "first_shown": offset + 1 if total else 0,
-        "last_shown": min(offset + REPLIES_PER_PAGE, total),
-        "previous_page": number - 1 if number > 1 else None,
-        "next_page": number + 1 if number < pages else None,
+        "page_number": shown.number,
+        "pages": paginator.num_pages,
+        "first_shown": shown.start_index(),
+        "last_shown": shown.end_index(),
+        "previous_page": shown.previous_page_number() if shown.has_previous() else None,
+        "next_page": shown.next_page_number() if shown.has_next() else None,
     }

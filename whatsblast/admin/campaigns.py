@@ -832,8 +832,9 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             )
         costs = campaign_costs(campaign=campaign)
         duration = None
-        if campaign.started_at and campaign.completed_at:
-            duration = duration_text(campaign.completed_at - campaign.started_at)
+        finished = campaign.first_completed_at or campaign.completed_at
+        if campaign.started_at and finished:
+            duration = duration_text(finished - campaign.started_at)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,

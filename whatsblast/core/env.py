@@ -13,6 +13,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import environ as django_environ
@@ -185,8 +186,13 @@ def env_file_write_development(path: Path) -> str:
             encoding="utf-8",
         )
         path.chmod(0o600)
-    for line in path.read_text(encoding="utf-8").splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name.strip().removeprefix("export ").strip() == "SECRET_KEY":
-            return value.strip().strip("'\"")
-    return ""
+    return env_file_values(path).get("SECRET_KEY", "")
+
+
+def env_file_values(path: Path) -> dict[str, str]:
+    """The ``NAME=value`` lines of ``path`` as django-environ reads them (quotes, ``export``,
+    comments), the environment untouched: the reader writes into its own dict."""
+    values: dict[str, str] = {}
+    reader: Any = type("_FileReader", (django_environ.Env,), {"ENVIRON": values})
+    reader.read_env(path, overwrite=True)
+    return values
