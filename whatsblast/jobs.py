@@ -15,6 +15,7 @@ from delivery.campaigns.launch_queue import (
     campaign_launch_queued,
     campaigns_launch_together_queued,
 )
+from delivery.campaigns.pricing import campaign_costs_refresh
 from delivery.cloud.template_sync import templates_sync_all
 from delivery.engine.send_service import number_slot_send, transactional_message_send
 from delivery.graph_reads import numbers_graph_read_all
@@ -76,6 +77,11 @@ def graph_read_all_job() -> list[dict[str, Any]]:
         {"phone_number_id": r.phone_number_id, "ok": r.ok, "changed": r.changed, "error": r.error}
         for r in numbers_graph_read_all()
     ]
+
+
+def campaign_costs_refresh_job() -> list[int]:
+    """Reckon the cost of the campaigns whose cost can still change, for the list."""
+    return campaign_costs_refresh()
 
 
 def contacts_import_job(upload_id: int) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from delivery.campaigns.canary import canaries_check
 from delivery.campaigns.guard import guards_run
 from delivery.campaigns.launch import schedules_due_queue
 from delivery.campaigns.launch_queue import launches_requeue_lost
+from delivery.campaigns.pricing import campaign_costs_refresh_schedule
 from delivery.campaigns.status_counts import status_counts_fold
 from delivery.cloud.template_sync import template_sync_schedule
 from delivery.engine.dispatch import campaigns_due_kick, transactional_due_requeue
@@ -62,6 +63,8 @@ def maintenance_tick() -> dict[str, Any]:
         "templates_sync_queued": template_sync_schedule(),
         # Numbers and accounts read from the Graph API, once per GRAPH_READ_INTERVAL_SECONDS.
         "graph_read_queued": graph_read_schedule(),
+        # The campaign list's costs, at most once a minute.
+        "campaign_costs_refresh_queued": campaign_costs_refresh_schedule(),
         # Stored callbacks past WEBHOOK_EVENT_RETENTION_HOURS, once a minute.
         "webhook_events_purged": purged.as_dict() if purged else None,
     }

@@ -18,16 +18,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import redis
 from django.db import connection
-from django.db.models import Max
+from django.db.models import Max, Q
+from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, RateCard
 from delivery.campaigns.skips import SkipRules
 from delivery.models import MessageStatus as S
+from whatsblast.core import queues
 from whatsblast.core.redis import get_redis
 
 CHARGED_TYPE = "regular"
@@ -247,6 +250,45 @@ def campaigns_costs_known(*, campaign_ids: list[int], card_currency: str) -> dic
             card_currency=card_currency,
         )
     return known
+
+
+# The list's figures kept current without anyone opening a campaign: once a minute, the
+# campaigns still sending and those finished in the last few days (delivered and read
+# statuses, and with them Meta's pricing, keep arriving after the last send) are reckoned.
+_REFRESH_DUE_KEY = "wb:campaign-cost:refresh-due"
+COST_REFRESH_INTERVAL_S = 60
+COST_REFRESH_FINISHED_WITHIN = timedelta(days=3)
+COST_REFRESH_MOST = 20  # a pass reads every priced message of each: about 1 s per million
+
+
+def campaign_costs_refresh_schedule() -> bool:
+    """Enqueue the refresh unless one was enqueued within the interval (the tick asks)."""
+    if not get_redis().set(_REFRESH_DUE_KEY, 1, nx=True, ex=COST_REFRESH_INTERVAL_S):
+        return False
+    queues.enqueue(queues.CAMPAIGN_COSTS_REFRESH)
+    return True
+
+
+def campaign_costs_refresh() -> list[int]:
+    """Reckon (and remember for the list) the cost of the campaigns whose cost can still
+    change, the most recently started first; returns their ids."""
+    finished_since = timezone.now() - COST_REFRESH_FINISHED_WITHIN
+    campaigns = (
+        Campaign.objects.filter(
+            Q(status__in=[CampaignStatus.RUNNING, CampaignStatus.PAUSED])
+            | Q(
+                status__in=[CampaignStatus.COMPLETED, CampaignStatus.CANCELLED],
+                completed_at__gte=finished_since,
+            )
+        )
+        .exclude(started_at=None)
+        .order_by("-started_at")[:COST_REFRESH_MOST]
+    )
+    reckoned: list[int] = []
+    for campaign in campaigns:
+        campaign_costs(campaign=campaign)
+        reckoned.append(campaign.pk)
+    return reckoned
 
 
 @dataclass(frozen=True, kw_only=True)

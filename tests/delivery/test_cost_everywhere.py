@@ -48,6 +48,8 @@ from tests.factories import (
 )
 from tests.ui.support import role_user
 from whatsblast.auth.roles import MARKETING
+from whatsblast.jobs import campaign_costs_refresh_job
+from whatsblast.tick import maintenance_tick
 
 pytestmark = pytest.mark.django_db
 
@@ -275,6 +277,27 @@ def test_the_list_reads_the_cost_without_the_messages_and_says_when_there_is_no_
     campaign_costs(campaign=campaign)  # as the live page and the report do
     known = campaigns_costs_known(campaign_ids=[campaign.pk], card_currency="USD")[campaign.pk]
     assert (known.charged, known.text) == (1, "0.0625 USD")
+
+
+def test_the_tick_keeps_the_lists_cost_current_for_campaigns_no_one_opened() -> None:
+    rate_card_load(SAMPLE_RATE_CARD)
+    recent = marketing_campaign(["+5511999990001"])
+    campaign_start(campaign=recent)
+    delivered(recent, "+5511999990002")
+    long_done = marketing_campaign(["+5511999990003"])
+    campaign_start(campaign=long_done)
+    delivered(long_done, "+5511999990004")
+    Campaign.objects.filter(pk=long_done.pk).update(
+        status=CampaignStatus.COMPLETED, completed_at=datetime(2026, 1, 1, tzinfo=UTC)
+    )
+
+    assert maintenance_tick()["campaign_costs_refresh_queued"] is True
+    assert maintenance_tick()["campaign_costs_refresh_queued"] is False  # once a minute
+    assert campaign_costs_refresh_job() == [recent.pk]  # the queued job's work
+
+    known = campaigns_costs_known(campaign_ids=[recent.pk, long_done.pk], card_currency="USD")
+    assert list(known) == [recent.pk]  # a campaign finished long ago is not read again
+    assert (known[recent.pk].charged, known[recent.pk].text) == (1, "0.0625 USD")
 
 
 def test_the_export_leaves_the_cost_empty_until_meta_reports_pricing() -> None:

@@ -451,9 +451,10 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
 
     @admin.display(description="cost")
     def cost(self, obj: Campaign) -> str:
-        """The campaign's last reckoned cost (the live page and the report reckon it), read
-        from Redis for the whole page at once, never from the messages; under it the link
-        to the report of a finished campaign (one column less: the list fits 1366 px)."""
+        """The campaign's last reckoned cost (the tick once a minute, the live page and the
+        report reckon it), read from Redis for the whole page at once, never from the
+        messages; under it the link to the report of a finished campaign (one column less:
+        the list fits 1366 px)."""
         known = getattr(obj, "cost_known", None)
         if known is not None and known.card_currency:
             # The figure, its currency below it (as the counts have their shares): narrow.
@@ -468,7 +469,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         else:
             cost = format_html(
                 '<span class="wb-share" title="{}">-</span>',
-                "Not reckoned yet: open the campaign or its report.",
+                "Not reckoned yet: within a minute, or at once on the campaign or its report.",
             )
         report = self.report_link(obj)
         return format_html("{}<br>{}", cost, report) if report else cost

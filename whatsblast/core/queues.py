@@ -58,6 +58,7 @@ WEBHOOK_APPLY = JobSpec(f"{_JOBS}.webhook_apply_job", MAINTENANCE)
 TEMPLATE_SYNC = JobSpec(f"{_JOBS}.template_sync_all_job", MAINTENANCE)
 CONTACTS_IMPORT = JobSpec(f"{_JOBS}.contacts_import_job", MAINTENANCE)
 GRAPH_READ = JobSpec(f"{_JOBS}.graph_read_all_job", MAINTENANCE)
+CAMPAIGN_COSTS_REFRESH = JobSpec(f"{_JOBS}.campaign_costs_refresh_job", MAINTENANCE)
 ALL_JOBS = (
     NUMBER_SEND,
     CAMPAIGN_LAUNCH,
@@ -69,6 +70,7 @@ ALL_JOBS = (
     TEMPLATE_SYNC,
     CONTACTS_IMPORT,
     GRAPH_READ,
+    CAMPAIGN_COSTS_REFRESH,
 )
 
 

@@ -52,7 +52,8 @@ class Command(SubcommandCommand):
             header.add_argument(
                 f"--header-{media}",
                 metavar="URL",
-                help=f"a {media} header; URL is the example Meta reviews (https://…)",
+                help=f"{'an' if media == 'image' else 'a'} {media} header; the URL is the example "
+                "Meta reviews (https://…)",
             )
         parser.add_argument(
             "--quick-reply",
