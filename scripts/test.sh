@@ -37,4 +37,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
-.venv/bin/python -m pytest "$@"
+# Two worker processes (pytest-xdist), each test file on one of them with its tests in their
+# order: most tests wait on I/O (a worker process, the simulator, a browser), so two take
+# about half the time on two cores. Each worker has its own test database and Redis
+# database (tests/conftest.py). WHATSBLAST_TEST_WORKERS=0 runs everything in this process.
+.venv/bin/python -m pytest -n "${WHATSBLAST_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -2,15 +2,21 @@
 
 The Redis database named by REDIS_URL belongs to the test run: it is flushed around every
 test so no token bucket or queue leaks from one test into the next.
+
+``scripts/test.sh`` runs the suite on pytest-xdist workers. Each worker is a test run of its
+own: pytest-django gives it its own test database (``…_gw1``) and ``pytest_configure`` below
+its own Redis database, the one after REDIS_URL's for each worker after the first.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 import warnings
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -18,6 +24,42 @@ import redis
 from webhooks.ingest import committer_stop
 from whatsblast.core.counters import writes_resume
 from whatsblast.core.redis import get_redis
+
+REDIS_DATABASES = 16  # Redis's and Valkey's default
+
+
+def redis_url_for_worker(url: str, worker: int) -> str:
+    """REDIS_URL's database moved up by ``worker`` (0 keeps it): the path of a
+    ``redis://`` URL, the ``db`` parameter of a ``unix://`` one."""
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    if parts.scheme == "unix":
+        base = int(query.get("db", 0))
+    else:
+        base = int(parts.path.strip("/") or query.get("db", 0))
+    database = base + worker
+    if database >= REDIS_DATABASES:
+        raise pytest.UsageError(
+            f"test worker {worker} would use Redis database {database} of {url}: give a lower "
+            f"database in REDIS_URL or fewer workers (-n)"
+        )
+    if parts.scheme == "unix":
+        # urlunsplit would drop the empty host: "unix:/path".
+        return f"{url.partition('?')[0]}?{urlencode({**query, 'db': str(database)})}"
+    query.pop("db", None)
+    return urlunsplit(parts._replace(path=f"/{database}", query=urlencode(query)))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker:
+        return
+    from django.conf import settings
+
+    url = redis_url_for_worker(settings.REDIS_URL, int(worker.removeprefix("gw")))
+    settings.REDIS_URL = url
+    for queue in settings.RQ_QUEUES.values():
+        queue["URL"] = url
 
 
 @pytest.fixture(autouse=True)
