@@ -14,7 +14,6 @@ import redis
 from django.core.management import call_command
 from django.db import connection, connections
 from django.test import Client
-from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 
 from tests.webhooks.support import (
@@ -34,6 +33,7 @@ from webhooks.applier import events_apply_batch, events_drain
 from webhooks.models import WebhookEvent, WebhookEventStatus
 from webhooks.selectors import webhook_stats
 from webhooks.services import DEBOUNCE_KEY, event_store
+from whatsblast.rq import SimpleWorker  # the worker class production runs
 
 WAMID = "wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQUFERjg0NDEzNDdFODU3MUMxMAA="
 
