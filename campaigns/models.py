@@ -322,6 +322,23 @@ class Contact(models.Model):
         return self.attributes.get(field)
 
 
+class Segment(models.Model):
+    """A saved, named rule over contacts, evaluated each time it is used (the contract and
+    the checks: ``delivery.segments.rules``; the SQL: ``delivery.segments.sql``)."""
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    rules = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ("name",)
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class ListMembership(models.Model):
     contact_list = models.ForeignKey(ContactList, on_delete=models.CASCADE)
     contact = models.ForeignKey(Contact, on_delete=models.CASCADE)

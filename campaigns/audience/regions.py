@@ -105,3 +105,17 @@ def region_name(region: str) -> str:
     if example is None:
         return region
     return geocoder.country_name_for_number(example, "en") or region
+
+
+@functools.cache
+def region_phone_prefixes(region: str) -> tuple[str, ...]:
+    """The E.164 prefixes ``phone_region`` places in ``region``: its area codes under +1
+    (``"CA"`` → ``"+1204"``, …), else each calling code whose main region it is (``"BR"`` →
+    ``"+55"``). Empty for a region with neither."""
+    nanp = tuple(sorted(p for p, r in nanp_area_regions().items() if r == region))
+    codes = tuple(
+        f"+{code}"
+        for code, regions in sorted(COUNTRY_CODE_TO_REGION_CODE.items())
+        if code != NANP_CALLING_CODE and regions and regions[0] == region
+    )
+    return nanp + codes
