@@ -159,16 +159,17 @@ def _iso(value: datetime | None) -> str | None:
 
 # --- creation ------------------------------------------------------------------------------
 
-# One row per contact across the campaign's lists (a contact in two lists is one
-# recipient), sent to its phone, or to its user id when it has no phone (Meta's
-# `recipient`; the phone wins when both are known, as Meta recommends). A contact the
-# campaign skips (``skip_reason_expr``: opted out, a marketing template to a US user, ...;
-# delivery.campaigns.skips) becomes a `skipped` row with its reason, so the campaign's
-# report accounts for everyone; the LATERAL evaluates the reason once a row. ON CONFLICT
-# on the (campaign, to) unique index makes a second launch a no-op. The params expression,
-# the number each row is sent from (one, or a pool's pick), the joins that find each row's
-# first due time and that time come from the launch (campaign params rendered in SQL,
-# sender pools, send windows, a canary's hold).
+# One row per contact of the campaign's audience (``audience_expr`` over ``c``, from
+# delivery.campaigns.audience: a contact in two lists is one recipient), sent to its
+# phone, or to its user id when it has no phone (Meta's `recipient`; the phone wins when
+# both are known, as Meta recommends). A contact the campaign skips (``skip_reason_expr``:
+# opted out, a marketing template to a US user, ...; delivery.campaigns.skips) becomes a
+# `skipped` row with its reason, so the campaign's report accounts for everyone; the
+# LATERAL evaluates the reason once a row. ON CONFLICT on the (campaign, to) unique index
+# makes a second launch a no-op. The params expression, the number each row is sent from
+# (one, or a pool's pick), the joins that find each row's first due time and that time
+# come from the launch (campaign params rendered in SQL, sender pools, send windows, a
+# canary's hold).
 _CAMPAIGN_INSERT_SQL = f"""
 INSERT INTO delivery_message
        (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
@@ -183,8 +184,7 @@ SELECT '{MessageKind.CAMPAIGN}', %(campaign_id)s, c.id, {{number_expr}}, %(templ
   FROM campaigns_contact AS c
   CROSS JOIN LATERAL (SELECT {{skip_reason_expr}} AS reason) AS skip
   {{schedule_joins}}
- WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
-                 WHERE contact_list_id = ANY(%(list_ids)s))
+ WHERE {{audience_expr}}
 ON CONFLICT DO NOTHING
 """  # noqa: S608 - built from constants; the launch's fragments carry only placeholders
 
@@ -195,15 +195,17 @@ def campaign_messages_create(
     next_attempt_expr: str,
     schedule_joins: str,
     skip_reason_expr: str,
+    audience_expr: str,
     args: dict[str, Any],
     number_expr: str = "%(phone_number_id)s",
 ) -> int:
     """Insert the campaign's recipients as messages in one statement; return how many.
 
-    ``args`` holds ``campaign_id``, ``phone_number_id``, ``template_id``, ``list_ids`` and
-    whatever the fragments' own placeholders name; ``skip_reason_expr`` is a row's skip
-    reason over the contact alias ``c`` ('' for a row that goes out); ``number_expr`` picks
-    each row's number (over ``c``) for a campaign with a sender pool.
+    ``args`` holds ``campaign_id``, ``phone_number_id``, ``template_id`` and whatever the
+    fragments' own placeholders name (the audience's among them); ``audience_expr`` is who
+    the campaign is addressed to and ``skip_reason_expr`` a row's skip reason, both over the
+    contact alias ``c`` ('' for a row that goes out); ``number_expr`` picks each row's
+    number (over ``c``) for a campaign with a sender pool.
     """
     sql = _CAMPAIGN_INSERT_SQL.format(
         params_expr=params_expr,
@@ -211,6 +213,7 @@ def campaign_messages_create(
         next_attempt_expr=next_attempt_expr,
         schedule_joins=schedule_joins,
         skip_reason_expr=skip_reason_expr,
+        audience_expr=audience_expr,
     )
     return _run(sql, args)
 

@@ -34,6 +34,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, CanaryState
+from delivery.campaigns.audience import IN_AUDIENCE
 from delivery.campaigns.skips import SkipRules
 from delivery.messages import held_release
 
@@ -89,15 +90,14 @@ class CanaryHold:
 # The N-th sendable recipient by contact id: the same audience and the same skip rules as
 # the launch INSERT (``{sendable}``: delivery.campaigns.skips). Top-N over the audience:
 # one pass, no full sort.
-_BOUNDARY_SQL = """
+_BOUNDARY_SQL = f"""
 SELECT c.id
   FROM campaigns_contact AS c
- WHERE {sendable}
-   AND c.id IN (SELECT contact_id FROM campaigns_listmembership
-                 WHERE contact_list_id = ANY(%(list_ids)s))
+ WHERE {{sendable}}
+   AND {IN_AUDIENCE}
  ORDER BY c.id
  LIMIT 1 OFFSET %(offset)s
-"""
+"""  # noqa: S608 - constants only
 
 
 def canary_hold(*, campaign: Campaign, list_ids: list[int], skips: SkipRules) -> CanaryHold:

@@ -23,6 +23,7 @@ from campaigns.models import (
     CanaryState,
     TemplateStatus,
 )
+from delivery.campaigns.audience import IN_AUDIENCE, audience_params
 from delivery.campaigns.canary import CanaryHold, canary_hold
 from delivery.campaigns.pools import campaign_pool, pool_homes_assign, pool_validate
 from delivery.campaigns.schedule import launch_schedule
@@ -54,14 +55,13 @@ class LaunchSummary:
 
 # Contacts that would be sent to but lack a mapped field: refused before launch, so a
 # typo in the mapping costs an error message, not a million failed sends.
-_MISSING_FIELD_SQL = """
+_MISSING_FIELD_SQL = f"""
 SELECT count(*), (array_agg(COALESCE(c.phone, c.user_id) ORDER BY c.id))[1:5]
   FROM campaigns_contact AS c
  WHERE c.opted_out_at IS NULL
-   AND c.id IN (SELECT contact_id FROM campaigns_listmembership
-                 WHERE contact_list_id = ANY(%(list_ids)s))
-   AND coalesce(c.attributes ->> %(field)s, '') = ''
-"""
+   AND {IN_AUDIENCE}
+   AND {{value_missing}}
+"""  # noqa: S608 - constants only
 
 
 def campaign_validate(*, campaign: Campaign) -> None:
@@ -81,24 +81,22 @@ def campaign_validate(*, campaign: Campaign) -> None:
         mapping_validate(template, campaign.param_mapping)
     except ValueError as exc:
         raise LaunchError(str(exc)) from exc
-    list_ids = list(campaign.lists.values_list("pk", flat=True))
-    if not list_ids:
+    audience = audience_params(campaign)
+    if not audience["list_ids"]:
         raise LaunchError("the campaign has no contact list")
     with connection.cursor() as cursor:
         for field in required_fields(campaign.param_mapping):
             if field in CONTACT_COLUMNS and field != "name":
                 continue
-            if field == "name":
-                cursor.execute(
-                    "SELECT count(*), "
-                    "(array_agg(COALESCE(c.phone, c.user_id) ORDER BY c.id))[1:5] "
-                    "FROM campaigns_contact c WHERE c.opted_out_at IS NULL AND c.name = '' "
-                    "AND c.id IN (SELECT contact_id FROM campaigns_listmembership "
-                    "WHERE contact_list_id = ANY(%s))",
-                    [list_ids],
-                )
-            else:
-                cursor.execute(_MISSING_FIELD_SQL, {"list_ids": list_ids, "field": field})
+            value_missing = (
+                "c.name = ''"
+                if field == "name"
+                else "coalesce(c.attributes ->> %(field)s, '') = ''"
+            )
+            cursor.execute(
+                _MISSING_FIELD_SQL.format(value_missing=value_missing),
+                {**audience, "field": field},
+            )
             missing, examples = cursor.fetchone()
             if missing:
                 raise LaunchError(
@@ -172,7 +170,8 @@ def campaigns_start_together(
 
 def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     template = campaign.template
-    list_ids = list(campaign.lists.values_list("pk", flat=True))
+    audience = audience_params(campaign)
+    list_ids = audience["list_ids"]
     skips = SkipRules.for_template(template)
     params_expr, params_args = params_sql(template, campaign.param_mapping)
     # params_expr holds only %s placeholders and fixed column names; turn its positional
@@ -198,11 +197,12 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
         schedule_joins=schedule.joins,
         next_attempt_expr=hold.wrap(schedule.next_attempt_expr),
         skip_reason_expr=skips.reason_sql("c"),
+        audience_expr=IN_AUDIENCE,
         args={
             "campaign_id": campaign.pk,
             "phone_number_id": campaign.phone_number_id,
             "template_id": template.pk,
-            "list_ids": list_ids,
+            **audience,
             **skips.params,
             **named,
             **schedule.params,

@@ -24,6 +24,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from campaigns.models import Campaign, PhoneNumber
+from delivery.campaigns.audience import IN_AUDIENCE
 from delivery.campaigns.skips import SkipRules
 
 
@@ -76,14 +77,13 @@ def newcomer_quotas(shares: Sequence[float], at_home: Sequence[int], newcomers: 
 # The recipients the pool will actually send to: on the campaign's lists and not skipped
 # (opted out, a marketing template to a US user, ...: those rows are skipped at the insert
 # and need no home). ``{sendable}`` is delivery.campaigns.skips' rule, as the insert uses.
-_AUDIENCE_CTE = """
+_AUDIENCE_CTE = f"""
 WITH audience AS (
     SELECT c.id FROM campaigns_contact AS c
-     WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
-                     WHERE contact_list_id = ANY(%(list_ids)s))
-       AND {sendable}
+     WHERE {IN_AUDIENCE}
+       AND {{sendable}}
 )
-"""
+"""  # noqa: S608 - constants only
 
 # Per pool number, how many of the audience are at home on it; NULL: how many have no
 # home in the pool (none yet, or one on a number that has left it).

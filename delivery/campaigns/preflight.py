@@ -34,6 +34,7 @@ from campaigns.models import (
     TemplateStatus,
 )
 from campaigns.windows.campaign import campaign_window
+from delivery.campaigns.audience import IN_AUDIENCE, in_audience
 from delivery.campaigns.pricing import CostEstimate, campaign_cost_estimate
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from delivery.campaigns.skips import (
@@ -281,18 +282,17 @@ SELECT count(*),
 # US), its first four elsewhere (a calling code and a digit: calling codes are
 # prefix-free), or a user id's country prefix; Python turns the few hundred keys into
 # countries (campaigns.audience.regions), so the database does no per-row lookup.
-_BY_COUNTRY_SQL = """
+_BY_COUNTRY_SQL = f"""
 SELECT CASE WHEN c.phone IS NULL THEN split_part(c.user_id, '.', 1) || '.'
             WHEN c.phone LIKE '+1%%' THEN left(c.phone, 5)
             ELSE left(c.phone, 4) END,
        skip.reason,
        count(*)
   FROM campaigns_contact AS c
-  CROSS JOIN LATERAL (SELECT {reason} AS reason) AS skip
- WHERE c.id IN (SELECT contact_id FROM campaigns_listmembership
-                 WHERE contact_list_id = ANY(%(list_ids)s))
+  CROSS JOIN LATERAL (SELECT {{reason}} AS reason) AS skip
+ WHERE {IN_AUDIENCE}
  GROUP BY 1, 2
-"""
+"""  # noqa: S608 - constants only
 
 
 def _empty_sql(index: int, name: str) -> str:
@@ -428,16 +428,15 @@ def _limit_check(campaign: Campaign, report: PreflightReport) -> None:
 # This audience's contacts any campaign sent to in the last 24 h, and those of them a number
 # of this portfolio sent to. Through delivery_message.contact_id (indexed as a foreign key):
 # the audience's rows only, never a scan of the day's messages.
-_AUDIENCE_REACHED_SQL = """
+_AUDIENCE_REACHED_SQL = f"""
 SELECT count(DISTINCT m.contact_id),
        count(DISTINCT m.contact_id) FILTER (WHERE p.account_id = %(account_id)s)
   FROM delivery_message AS m
   JOIN campaigns_phonenumber AS p ON p.id = m.phone_number_id
- WHERE m.contact_id IN (SELECT contact_id FROM campaigns_listmembership
-                         WHERE contact_list_id = ANY(%(list_ids)s))
+ WHERE {in_audience("m.contact_id")}
    AND m.kind = 'campaign'
    AND m.sent_at >= %(since)s
-"""
+"""  # noqa: S608 - constants only
 
 
 def _audience_reached(

@@ -28,6 +28,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, RateCard
+from delivery.campaigns.audience import IN_AUDIENCE, audience_params
 from delivery.campaigns.skips import SkipRules
 from delivery.models import MessageStatus as S
 from whatsblast.core import queues
@@ -113,8 +114,7 @@ _ESTIMATE_DRAFT_SQL = f"""
 SELECT count(*), sum(rc.price), count(*) FILTER (WHERE rc.price IS NULL), max(rc.currency)
   FROM (SELECT COALESCE(c.phone, c.user_id) AS "to" FROM campaigns_contact AS c
          WHERE {{sendable}}
-           AND c.id IN (SELECT contact_id FROM campaigns_listmembership
-                         WHERE contact_list_id = ANY(%(list_ids)s))) AS m
+           AND {IN_AUDIENCE}) AS m
   {_PRICE_JOIN.format(category="%(category)s")}
 """  # noqa: S608 - constants only
 
@@ -309,7 +309,7 @@ def campaign_cost_estimate(*, campaign: Campaign) -> CostEstimate:
         args: dict[str, Any] = {
             **skips.params,
             "category": category,
-            "list_ids": list(campaign.lists.values_list("pk", flat=True)),
+            **audience_params(campaign),
         }
     else:
         sql = _ESTIMATE_PENDING_SQL

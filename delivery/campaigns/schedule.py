@@ -30,6 +30,7 @@ from campaigns.windows.zones import (
     zone_sql,
     zone_tables_load,
 )
+from delivery.campaigns.audience import IN_AUDIENCE, audience_params
 from delivery.campaigns.pools import campaign_pool
 
 if TYPE_CHECKING:
@@ -114,15 +115,14 @@ SELECT {zone} AS zone, count(*)
 """
 
 # Before launch: the audience the launch would make pending rows for.
-_AUDIENCE_BY_ZONE_SQL = """
-SELECT {zone} AS zone, count(*)
+_AUDIENCE_BY_ZONE_SQL = f"""
+SELECT {{zone}} AS zone, count(*)
   FROM campaigns_contact AS c
-  {joins}
+  {{joins}}
  WHERE c.opted_out_at IS NULL
-   AND c.id IN (SELECT contact_id FROM campaigns_listmembership
-                 WHERE contact_list_id = ANY(%(list_ids)s))
+   AND {IN_AUDIENCE}
  GROUP BY 1
-"""
+"""  # noqa: S608 - constants only
 
 
 def recipients_by_zone(*, campaign: Campaign) -> dict[str, int]:
@@ -134,7 +134,7 @@ def recipients_by_zone(*, campaign: Campaign) -> dict[str, int]:
     else:
         zones = _zone_sql(campaign, "c")
         sql = _AUDIENCE_BY_ZONE_SQL
-        params = {"list_ids": list(campaign.lists.values_list("pk", flat=True))}
+        params = audience_params(campaign)
     with transaction.atomic(), connection.cursor() as cursor:
         zone_tables_load(
             cursor,
