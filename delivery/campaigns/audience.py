@@ -31,10 +31,6 @@ def in_audience(contact_id: str) -> str:
 IN_AUDIENCE = in_audience("c.id")
 
 
-def audience_list_ids(campaign: Campaign) -> list[int]:
-    return list(campaign.lists.values_list("pk", flat=True))
-
-
 def audience_params(campaign: Campaign) -> dict[str, Any]:
     """The parameters ``IN_AUDIENCE`` and ``in_audience`` take, bound beside a statement's own."""
-    return {"list_ids": audience_list_ids(campaign)}
+    return {"list_ids": list(campaign.lists.values_list("pk", flat=True))}

@@ -22,21 +22,21 @@ from delivery.segments.rules import (
 from delivery.segments.sql import SegmentSql, segment_sql
 
 
-def rules_load(rules: object) -> Rule:
-    """Rules given as JSON text or as the parsed value, checked."""
-    if isinstance(rules, str):
-        try:
-            rules = json.loads(rules)
-        except json.JSONDecodeError as exc:
-            raise RuleError(
-                "rules", f"is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-            ) from exc
-    return rules_parse(rules)
+def rules_json(rules: object) -> object:
+    """Rules given as JSON text parsed, or given already parsed, as they are."""
+    if not isinstance(rules, str):
+        return rules
+    try:
+        return json.loads(rules)
+    except json.JSONDecodeError as exc:
+        raise RuleError(
+            "rules", f"is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from exc
 
 
 def segment_compile(rules: object) -> SegmentSql:
     """The SQL of ``rules``, every list and campaign they name checked to exist."""
-    rule = rules_load(rules)
+    rule = rules_parse(rules_json(rules))
     names = _walk(rule, "rules")
     list_ids = dict(
         ContactList.objects.filter(name__in=[n for n, _ in names["lists"]]).values_list(
@@ -112,8 +112,8 @@ def segment_save(*, name: str, rules: object, description: str = "") -> Segment:
     name = name.strip()
     if not name:
         raise RuleError("name", "a segment needs a name")
-    segment_compile(rules)  # raises RuleError naming the rule, malformed JSON included
-    parsed_rules = json.loads(rules) if isinstance(rules, str) else rules
+    parsed_rules = rules_json(rules)
+    segment_compile(parsed_rules)  # raises RuleError naming the rule
     segment, _ = Segment.objects.update_or_create(
         name=name, defaults={"rules": parsed_rules, "description": description}
     )
