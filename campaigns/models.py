@@ -233,6 +233,13 @@ class Template(models.Model):
 class ContactList(models.Model):
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
+    # A suppression list (staff, legal requests, …) is taken out of every campaign's
+    # audience, whatever its lists and segments (delivery.campaigns.audience).
+    suppression = models.BooleanField(
+        "suppression list",
+        default=False,
+        help_text="Its contacts are left out of every campaign (staff, legal requests).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -386,7 +393,41 @@ class Campaign(models.Model):
         PhoneNumber, on_delete=models.PROTECT, related_name="campaigns"
     )
     template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="campaigns")
-    lists = models.ManyToManyField(ContactList, related_name="campaigns")
+    # The audience (delivery.campaigns.audience): everyone on these lists or in these
+    # segments, less the excluded lists and segments and every suppression list.
+    lists = models.ManyToManyField(ContactList, related_name="campaigns", blank=True)
+    segments = models.ManyToManyField(Segment, related_name="campaigns", blank=True)
+    exclude_lists = models.ManyToManyField(
+        ContactList,
+        related_name="excluded_from",
+        blank=True,
+        verbose_name="leave out lists",
+    )
+    exclude_segments = models.ManyToManyField(
+        Segment,
+        related_name="excluded_from",
+        blank=True,
+        verbose_name="leave out segments",
+    )
+    # The marketing frequency cap (delivery.campaigns.frequency_cap): '' follows
+    # settings.MARKETING_FREQUENCY_CAP, "off" sends regardless, "N/Dd" (or "N/Hh") allows at
+    # most N marketing templates per contact in any rolling D days (H hours).
+    frequency_cap = models.CharField(
+        max_length=16,
+        blank=True,
+        help_text='At most N marketing messages per contact in D days, as "1/7d"; '
+        'blank: the site\'s default; "off": no cap.',
+    )
+    frequency_cap_defer = models.BooleanField(
+        "defer capped recipients",
+        default=False,
+        help_text="Send to a capped recipient once the cap allows (inside the send window) "
+        "instead of skipping them.",
+    )
+    # The campaign whose report this one follows up (campaigns.follow_ups).
+    follow_up_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="follow_ups"
+    )
     # A sender pool: further numbers of the same account to send from. Each recipient is
     # given one number of the pool at launch (by a hash of their phone, in proportion to
     # the numbers' rates) and always sent from it, so their replies land in one thread.

@@ -292,6 +292,22 @@ def due_transactional(*, limit: int = 1000) -> list[tuple[int, int]]:
     return [(int(i), int(a)) for i, a in _fetch(_DUE_TRANSACTIONAL_SQL, {"limit": limit})]
 
 
+# Claimed rows that will not be sent at all (the frequency cap): skipped with the reason,
+# their claim cleared. The status guard leaves alone a row something else moved meanwhile.
+_CLAIMED_SKIP_SQL = f"""
+UPDATE delivery_message
+   SET status = '{S.SKIPPED}', skip_reason = %s, claimed_at = NULL
+ WHERE id = ANY(%s::bigint[]) AND status = '{S.SENDING}'
+"""  # noqa: S608
+
+
+def claimed_skip(*, ids: Sequence[int], reason: str) -> int:
+    """Skip claimed rows with ``reason``; how many were."""
+    if not ids:
+        return 0
+    return int(_run_locked(_CLAIMED_SKIP_SQL, [reason[:200], list(ids)], ids=ids))
+
+
 # --- release: claimed rows go back untouched ---------------------------------------------
 
 # Rows this worker claimed but will not send now: back to pending without spending an

@@ -20,6 +20,7 @@ from whatsblast.core.env import (
     env_str,
     env_url,
 )
+from whatsblast.core.frequency import frequency_cap_parse
 from whatsblast.core.logging import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -101,6 +102,14 @@ if WHATSAPP_HTTP_CLIENT not in ("aiohttp", "requests"):
     raise ImproperlyConfigured("WHATSAPP_HTTP_CLIENT must be 'aiohttp' or 'requests'")
 
 # --- engine ----------------------------------------------------------------------------------
+# At most N marketing templates per contact in any rolling window, across campaigns ("2/7d";
+# empty: no cap); a campaign may override it. Enforced as rows are claimed
+# (delivery.engine.frequency_cap).
+MARKETING_FREQUENCY_CAP = env_str("MARKETING_FREQUENCY_CAP", "")
+try:
+    frequency_cap_parse(MARKETING_FREQUENCY_CAP)
+except ValueError as _exc:
+    raise ImproperlyConfigured(f"MARKETING_FREQUENCY_CAP: {_exc}") from _exc
 # How long a claimed row may stay in `sending` before the reconciler treats it as ambiguous.
 SEND_LEASE_SECONDS = env_int("SEND_LEASE_SECONDS", 120, minimum=5)
 # How long an `unknown` row waits for webhook evidence before the campaign's policy applies.

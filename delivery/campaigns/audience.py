@@ -1,36 +1,129 @@
-"""Who a campaign is addressed to: the one SQL condition every statement that asks uses.
+"""Who a campaign is addressed to, and whom it leaves out: the one place that says so.
+
+A campaign's audience is everyone on its lists or in its segments. From them it leaves out
+everyone on a suppression list (``ContactList.suppression``: staff, legal requests; every
+campaign), on one of its excluded lists or in one of its excluded segments. The people
+left out still get a row, ``skipped`` with the reason naming the list or segment, as
+opt-outs and US numbers do (``delivery.campaigns.skips``): the pre-flight and the report
+then show each subtraction as a number, and a follow-up can ask who was left out.
 
 The launch's insert and its mapped-field check, the send-window schedule, the canary's
 boundary, sender pools' homes, the cost estimate and the pre-flight all ask "who is on this
-campaign"; each takes ``IN_AUDIENCE`` (over the contact alias ``c``) or ``in_audience`` (over
-another contact id column) with ``audience_params``, so a new way to choose recipients is
-added here once. Who of them is then skipped, and why, is ``delivery.campaigns.skips``.
+campaign"; each puts ``Audience.condition`` (over the contact alias ``c``) into its
+statement and binds ``Audience.params`` beside its own, so a new way to choose recipients
+is added here once.
 
-Today the audience is the distinct contacts of the campaign's lists. ``IN (SELECT …)``
-over the membership table's (list, contact) index reads each list once and hashes it: a
-contact on two lists is one recipient, whatever the number of lists. (The pre-flight's
-count of list entries, duplicates included, reads the lists themselves.)
+Why this SQL: the lists are one ``c.id IN (SELECT … = ANY(lists))`` over the membership
+table's (list, contact) index, read once and hashed, so a contact on two lists is one
+recipient; each segment is its own condition (``delivery.segments.sql``, every value
+bound, its parameters prefixed per segment so several share a statement) joined by OR. An
+exclusion is one more such condition in the skip reason's CASE, so leaving people out
+costs a hashed lookup per row, not a second pass.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from campaigns.models import Campaign
+from campaigns.models import Campaign, ContactList
+from delivery.segments.rules import RuleError
+from delivery.segments.services import segment_compile
+
+SUPPRESSED = "suppression list"
+LEFT_OUT_LIST = "left out: list"
+LEFT_OUT_SEGMENT = "left out: segment"
+
+_IN_LIST = (
+    "c.id IN (SELECT contact_id FROM campaigns_listmembership WHERE contact_list_id = %({name})s)"
+)
 
 
-def in_audience(contact_id: str) -> str:
-    """True for a contact id (``contact_id``: a column) in the audience ``audience_params``
-    binds."""
-    return (
-        f"{contact_id} IN (SELECT contact_id FROM campaigns_listmembership"  # noqa: S608 - a column name from the caller's constant
-        " WHERE contact_list_id = ANY(%(list_ids)s))"
+class AudienceError(ValueError):
+    """A segment of the campaign no longer compiles (a list it names was deleted, …)."""
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """Contacts a campaign leaves out: ``condition`` over ``c``; ``reason`` their rows'
+    skip reason, bound as the parameter ``reason_param``."""
+
+    reason: str
+    condition: str
+    reason_param: str
+
+
+@dataclass(frozen=True)
+class Audience:
+    condition: str  # over ``c``: on an included list or in an included segment
+    params: dict[str, Any]
+    exclusions: tuple[Exclusion, ...] = ()
+    list_ids: tuple[int, ...] = ()
+    segment_names: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = field(default=())
+
+    @property
+    def empty(self) -> bool:
+        """No list and no segment: nobody could be addressed."""
+        return not self.list_ids and not self.segment_names
+
+    def exclusion_reason_sql(self) -> str:
+        """The first exclusion a contact ``c`` falls under, as its skip reason; '' for none."""
+        if not self.exclusions:
+            return "''"
+        branches = " ".join(
+            f"WHEN ({e.condition}) IS TRUE THEN %({e.reason_param})s" for e in self.exclusions
+        )
+        return f"CASE {branches} ELSE '' END"
+
+
+def campaign_audience(campaign: Campaign) -> Audience:
+    """The audience of ``campaign`` as it stands now (segments are read when used)."""
+    params: dict[str, Any] = {}
+    included: list[str] = []
+    list_ids = tuple(campaign.lists.order_by("pk").values_list("pk", flat=True))
+    if list_ids:
+        included.append(
+            "c.id IN (SELECT contact_id FROM campaigns_listmembership"
+            " WHERE contact_list_id = ANY(%(audience_list_ids)s))"
+        )
+        params["audience_list_ids"] = list(list_ids)
+    segments = list(campaign.segments.order_by("pk"))
+    for index, segment in enumerate(segments):
+        compiled = _compile(segment.name, segment.rules, prefix=f"aud{index}_")
+        included.append(compiled.condition)
+        params.update(compiled.params)
+    exclusions: list[Exclusion] = []
+
+    def exclude(reason: str, condition: str, extra: dict[str, Any]) -> None:
+        reason_param = f"excl{len(exclusions)}_reason"
+        exclusions.append(Exclusion(reason, condition, reason_param))
+        params[reason_param] = reason[:200]
+        params.update(extra)
+
+    suppression = list(ContactList.objects.filter(suppression=True).order_by("name"))
+    excluded_lists = [lst for lst in campaign.exclude_lists.order_by("name") if not lst.suppression]
+    for lst in suppression:
+        name = f"excl{len(exclusions)}_list"
+        exclude(f"{SUPPRESSED} {lst.name}", _IN_LIST.format(name=name), {name: lst.pk})
+    for lst in excluded_lists:
+        name = f"excl{len(exclusions)}_list"
+        exclude(f"{LEFT_OUT_LIST} {lst.name}", _IN_LIST.format(name=name), {name: lst.pk})
+    for segment in campaign.exclude_segments.order_by("name"):
+        compiled = _compile(segment.name, segment.rules, prefix=f"excl{len(exclusions)}_s")
+        exclude(f"{LEFT_OUT_SEGMENT} {segment.name}", compiled.condition, compiled.params)
+    return Audience(
+        condition="(" + " OR ".join(included) + ")" if included else "FALSE",
+        params=params,
+        exclusions=tuple(exclusions),
+        list_ids=list_ids,
+        segment_names=tuple(s.name for s in segments),
+        reasons=tuple(e.reason[:200] for e in exclusions),
     )
 
 
-IN_AUDIENCE = in_audience("c.id")
-
-
-def audience_params(campaign: Campaign) -> dict[str, Any]:
-    """The parameters ``IN_AUDIENCE`` and ``in_audience`` take, bound beside a statement's own."""
-    return {"list_ids": list(campaign.lists.values_list("pk", flat=True))}
+def _compile(name: str, rules: object, *, prefix: str) -> Any:
+    try:
+        return segment_compile(rules, prefix=prefix)
+    except RuleError as exc:
+        raise AudienceError(f"segment {name!r}: {exc}") from exc

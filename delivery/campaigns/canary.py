@@ -34,7 +34,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, CanaryState
-from delivery.campaigns.audience import IN_AUDIENCE
+from delivery.campaigns.audience import Audience
 from delivery.campaigns.skips import SkipRules
 from delivery.messages import held_release
 
@@ -90,22 +90,22 @@ class CanaryHold:
 # The N-th sendable recipient by contact id: the same audience and the same skip rules as
 # the launch INSERT (``{sendable}``: delivery.campaigns.skips). Top-N over the audience:
 # one pass, no full sort.
-_BOUNDARY_SQL = f"""
+_BOUNDARY_SQL = """
 SELECT c.id
   FROM campaigns_contact AS c
- WHERE {{sendable}}
-   AND {IN_AUDIENCE}
+ WHERE {sendable}
+   AND {audience}
  ORDER BY c.id
  LIMIT 1 OFFSET %(offset)s
-"""  # noqa: S608 - constants only
+"""
 
 
-def canary_hold(*, campaign: Campaign, list_ids: list[int], skips: SkipRules) -> CanaryHold:
+def canary_hold(*, campaign: Campaign, audience: Audience, skips: SkipRules) -> CanaryHold:
     """The hold for the launch: none without a canary, or when the audience fits in it."""
     if campaign.canary_size <= 0:
         return CanaryHold(None)
-    sql = _BOUNDARY_SQL.format(sendable=skips.sendable_sql("c"))
-    args = {**skips.params, "list_ids": list_ids}
+    sql = _BOUNDARY_SQL.format(sendable=skips.sendable_sql("c"), audience=audience.condition)
+    args = {**audience.params, **skips.params}
     with connection.cursor() as cursor:
         cursor.execute(sql, {**args, "offset": campaign.canary_size - 1})
         row = cursor.fetchone()

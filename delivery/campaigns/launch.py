@@ -23,7 +23,7 @@ from campaigns.models import (
     CanaryState,
     TemplateStatus,
 )
-from delivery.campaigns.audience import IN_AUDIENCE, audience_params
+from delivery.campaigns.audience import Audience, AudienceError, campaign_audience
 from delivery.campaigns.canary import CanaryHold, canary_hold
 from delivery.campaigns.pools import campaign_pool, pool_homes_assign, pool_validate
 from delivery.campaigns.schedule import launch_schedule
@@ -55,13 +55,24 @@ class LaunchSummary:
 
 # Contacts that would be sent to but lack a mapped field: refused before launch, so a
 # typo in the mapping costs an error message, not a million failed sends.
-_MISSING_FIELD_SQL = f"""
+_MISSING_FIELD_SQL = """
 SELECT count(*), (array_agg(COALESCE(c.phone, c.user_id) ORDER BY c.id))[1:5]
   FROM campaigns_contact AS c
  WHERE c.opted_out_at IS NULL
-   AND {IN_AUDIENCE}
-   AND {{value_missing}}
-"""  # noqa: S608 - constants only
+   AND {audience}
+   AND {value_missing}
+"""
+
+
+def launch_audience(campaign: Campaign) -> Audience:
+    """The campaign's audience, or ``LaunchError`` saying why it has none."""
+    try:
+        audience = campaign_audience(campaign)
+    except AudienceError as exc:
+        raise LaunchError(str(exc)) from exc
+    if audience.empty:
+        raise LaunchError("the campaign has no contact list and no segment")
+    return audience
 
 
 def campaign_validate(*, campaign: Campaign) -> None:
@@ -81,9 +92,7 @@ def campaign_validate(*, campaign: Campaign) -> None:
         mapping_validate(template, campaign.param_mapping)
     except ValueError as exc:
         raise LaunchError(str(exc)) from exc
-    audience = audience_params(campaign)
-    if not audience["list_ids"]:
-        raise LaunchError("the campaign has no contact list")
+    audience = launch_audience(campaign)
     with connection.cursor() as cursor:
         for field in required_fields(campaign.param_mapping):
             if field in CONTACT_COLUMNS and field != "name":
@@ -94,8 +103,8 @@ def campaign_validate(*, campaign: Campaign) -> None:
                 else "coalesce(c.attributes ->> %(field)s, '') = ''"
             )
             cursor.execute(
-                _MISSING_FIELD_SQL.format(value_missing=value_missing),
-                {**audience, "field": field},
+                _MISSING_FIELD_SQL.format(audience=audience.condition, value_missing=value_missing),
+                {**audience.params, "field": field},
             )
             missing, examples = cursor.fetchone()
             if missing:
@@ -170,9 +179,8 @@ def campaigns_start_together(
 
 def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     template = campaign.template
-    audience = audience_params(campaign)
-    list_ids = audience["list_ids"]
-    skips = SkipRules.for_template(template)
+    audience = launch_audience(campaign)
+    skips = SkipRules.for_template(template, audience)
     params_expr, params_args = params_sql(template, campaign.param_mapping)
     # params_expr holds only %s placeholders and fixed column names; turn its positional
     # placeholders into named ones so they sit beside the statement's own parameters.
@@ -185,10 +193,10 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     # joins on the contact's phone prefix and attributes, the opening from a small per-zone
     # table computed in Python, so the launch stays one set-based INSERT.
     schedule = launch_schedule(campaign=campaign, now=now)
-    hold = canary_hold(campaign=campaign, list_ids=list_ids, skips=skips)
+    hold = canary_hold(campaign=campaign, audience=audience, skips=skips)
     pool = campaign_pool(campaign)
     pool_validate(campaign, pool)
-    number_expr, number_params = pool_homes_assign(pool, list_ids=list_ids, skips=skips)
+    number_expr, number_params = pool_homes_assign(pool, audience=audience, skips=skips)
     with connection.cursor() as cursor:
         schedule.load(cursor)
     campaign_messages_create(
@@ -197,12 +205,11 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
         schedule_joins=schedule.joins,
         next_attempt_expr=hold.wrap(schedule.next_attempt_expr),
         skip_reason_expr=skips.reason_sql("c"),
-        audience_expr=IN_AUDIENCE,
+        audience_expr=audience.condition,
         args={
             "campaign_id": campaign.pk,
             "phone_number_id": campaign.phone_number_id,
             "template_id": template.pk,
-            **audience,
             **skips.params,
             **named,
             **schedule.params,

@@ -24,7 +24,7 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 
 from campaigns.models import Campaign, PhoneNumber
-from delivery.campaigns.audience import IN_AUDIENCE
+from delivery.campaigns.audience import Audience
 from delivery.campaigns.skips import SkipRules
 
 
@@ -77,13 +77,13 @@ def newcomer_quotas(shares: Sequence[float], at_home: Sequence[int], newcomers: 
 # The recipients the pool will actually send to: on the campaign's lists and not skipped
 # (opted out, a marketing template to a US user, ...: those rows are skipped at the insert
 # and need no home). ``{sendable}`` is delivery.campaigns.skips' rule, as the insert uses.
-_AUDIENCE_CTE = f"""
+_AUDIENCE_CTE = """
 WITH audience AS (
     SELECT c.id FROM campaigns_contact AS c
-     WHERE {IN_AUDIENCE}
-       AND {{sendable}}
+     WHERE {audience}
+       AND {sendable}
 )
-"""  # noqa: S608 - constants only
+"""
 
 # Per pool number, how many of the audience are at home on it; NULL: how many have no
 # home in the pool (none yet, or one on a number that has left it).
@@ -121,7 +121,7 @@ ON CONFLICT (contact_id, account_id) DO UPDATE
 
 
 def pool_homes_assign(
-    numbers: Sequence[PhoneNumber], *, list_ids: list[int], skips: SkipRules
+    numbers: Sequence[PhoneNumber], *, audience: Audience, skips: SkipRules
 ) -> tuple[str, dict[str, Any]]:
     """Give every recipient of the audience without a home in the pool one, and return the
     SQL expression over contact ``c`` that the message insert uses to pick each row's
@@ -132,13 +132,14 @@ def pool_homes_assign(
     if len(numbers) == 1:
         return "%(pool_n0)s", {"pool_n0": numbers[0].pk}
     args: dict[str, Any] = {
-        "list_ids": list_ids,
+        **audience.params,
         **skips.params,
         "account_id": numbers[0].account_id,
         "pool_ids": [n.pk for n in numbers],
     }
     with connection.cursor() as cursor:
-        cursor.execute(_AT_HOME_SQL.format(sendable=skips.sendable_sql("c")), args)
+        sendable = skips.sendable_sql("c")
+        cursor.execute(_AT_HOME_SQL.format(audience=audience.condition, sendable=sendable), args)
         counts = dict(cursor.fetchall())
         quotas = newcomer_quotas(
             [_share(n) for n in numbers],
@@ -152,8 +153,10 @@ def pool_homes_assign(
             cases.append(f"WHEN n.rank <= %(pool_t{index})s THEN %(pool_n{index})s")
         # Only placeholders and constants go into the text.
         choice = f"CASE {' '.join(cases)} END"
-        sendable = skips.sendable_sql("c")
-        cursor.execute(_NEWCOMERS_SQL.format(choice=choice, sendable=sendable), args)
+        cursor.execute(
+            _NEWCOMERS_SQL.format(choice=choice, audience=audience.condition, sendable=sendable),
+            args,
+        )
     # Skipped recipients (opted out, US) have no home: their rows carry the campaign's own
     # number, which never sends them.
     expr = (

@@ -34,7 +34,7 @@ from campaigns.models import (
     TemplateStatus,
 )
 from campaigns.windows.campaign import campaign_window
-from delivery.campaigns.audience import IN_AUDIENCE, in_audience
+from delivery.campaigns.audience import Audience, AudienceError, campaign_audience
 from delivery.campaigns.pricing import CostEstimate, campaign_cost_estimate
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from delivery.campaigns.skips import (
@@ -45,6 +45,7 @@ from delivery.campaigns.skips import (
     SkipRules,
     user_id_refusal,
 )
+from delivery.engine.frequency_cap import campaign_frequency_cap
 from delivery.engine.reach import reach_from_table, reach_key, reach_used
 from whatsblast.core.redis import get_redis
 
@@ -96,9 +97,17 @@ class PreflightReport:
     campaign_id: int
     checked_at: datetime
     lists: int = 0
+    segments: int = 0
     memberships: int = 0  # list entries: a contact in two lists counts twice here
-    contacts: int = 0  # distinct contacts across the lists
+    list_contacts: int = 0  # distinct contacts across the lists
+    contacts: int = 0  # distinct contacts across the lists and segments
     opted_out: int = 0
+    # Left out by a suppression list, an excluded list or segment: skip reason → contacts.
+    left_out: dict[str, int] = field(default_factory=dict)
+    # The frequency cap ('' for none) and how many of the sendable audience it would stop
+    # if they were sent now (it is applied as each row is sent).
+    frequency_cap: str = ""
+    capped_now: int = 0
     us_blocked: int = 0  # marketing template to a US user: Meta does not deliver them
     user_id_refused: int = 0  # known only by a user id, for a template Meta refuses them
     countries: list[CountryLine] = field(default_factory=list)
@@ -120,12 +129,22 @@ class PreflightReport:
 
     @property
     def duplicates(self) -> int:
-        return self.memberships - self.contacts
+        return self.memberships - self.list_contacts
+
+    @property
+    def left_out_total(self) -> int:
+        return sum(self.left_out.values())
 
     @property
     def audience(self) -> int:
         """Messages the launch would make pending (one per sendable distinct contact)."""
-        return self.contacts - self.opted_out - self.us_blocked - self.user_id_refused
+        return (
+            self.contacts
+            - self.opted_out
+            - self.left_out_total
+            - self.us_blocked
+            - self.user_id_refused
+        )
 
     @property
     def headroom(self) -> int | None:
@@ -171,10 +190,15 @@ class PreflightReport:
             "campaign_id": self.campaign_id,
             "ok": self.ok,
             "lists": self.lists,
+            "segments": self.segments,
             "memberships": self.memberships,
+            "list_contacts": self.list_contacts,
             "contacts": self.contacts,
             "duplicates": self.duplicates,
             "opted_out": self.opted_out,
+            "left_out": dict(self.left_out),
+            "frequency_cap": self.frequency_cap,
+            "capped_now": self.capped_now,
             "us_blocked": self.us_blocked,
             "user_id_refused": self.user_id_refused,
             "countries": [line.as_dict() for line in self.countries],
@@ -212,22 +236,30 @@ def campaign_preflight(*, campaign: Campaign, now: datetime | None = None) -> Pr
         for reason in unusable
     )
     mapping_ok = not unusable and _mapping_check(campaign, findings)
-    list_ids = list(campaign.lists.values_list("pk", flat=True))
-    report.lists = len(list_ids)
-    if not list_ids:
-        findings.append(Finding(ERROR, "The campaign has no contact list."))
-    else:
+    audience: Audience | None = None
+    try:
+        audience = campaign_audience(campaign)
+    except AudienceError as exc:
+        findings.append(Finding(ERROR, f"The audience cannot be read: {exc}."))
+    if audience is not None:
+        report.lists, report.segments = len(audience.list_ids), len(audience.segment_names)
+        if audience.empty:
+            findings.append(Finding(ERROR, "The campaign has no contact list and no segment."))
+            audience = None
+    if audience is not None:
         fields = _fields_to_check(campaign) if mapping_ok else []
         report.user_id_refusal = user_id_refusal(template)
-        _audience_count(report, list_ids, SkipRules.for_template(template), fields)
+        skips = SkipRules.for_template(template, audience)
+        _audience_count(report, audience, skips, fields)
+        _frequency_cap_count(campaign, report, audience, skips)
         _audience_findings(report)
     _limit_check(campaign, report)
-    if list_ids:
-        _audience_reached(campaign, report, list_ids, now)
+    if audience is not None:
+        _audience_reached(campaign, report, audience, now)
         _limit_finding(report)
     _eta_check(campaign, report, now)
     _number_check(campaign, report, now)
-    if list_ids:
+    if audience is not None:
         report.cost = campaign_cost_estimate(campaign=campaign)
         # With no rate card at all the estimate says so itself: no finding per recipient.
         if report.cost.unpriced and report.cost.card_currency:
@@ -255,26 +287,31 @@ def _fields_to_check(campaign: Campaign) -> list[str]:
     return [f for f in required_fields(campaign.param_mapping) if f != "phone"]
 
 
-# One pass over the audience. The members CTE counts each contact's list entries (the
-# duplicates across lists); ``skip.reason`` is the launch's own skip rule
-# (delivery.campaigns.skips); each mapped field adds a filtered count and its first few
-# phones, over the contacts the launch checks (not opted out, as campaign_validate does).
+# One pass over the audience. ``skip.reason`` is the launch's own skip rule
+# (delivery.campaigns.skips, exclusions included): the count per reason is each
+# subtraction. With mapped fields to check, a second pass counts each one's empty values
+# and names the first few, over the contacts the launch checks (not opted out, as
+# campaign_validate does).
 _AUDIENCE_SQL = """
-WITH members AS (
-    SELECT contact_id, count(*) AS entries
-      FROM campaigns_listmembership
-     WHERE contact_list_id = ANY(%(list_ids)s)
-     GROUP BY contact_id
-)
-SELECT count(*),
-       coalesce(sum(m.entries), 0),
-       count(*) FILTER (WHERE skip.reason = %(opted_out)s),
-       count(*) FILTER (WHERE skip.reason = ANY(%(us_reasons)s)),
-       count(*) FILTER (WHERE skip.reason = %(user_id_refused)s)
-       {missing}
-  FROM members AS m
-  JOIN campaigns_contact AS c ON c.id = m.contact_id
+SELECT skip.reason, count(*)
+  FROM campaigns_contact AS c
   CROSS JOIN LATERAL (SELECT {reason} AS reason) AS skip
+ WHERE {audience}
+ GROUP BY skip.reason
+"""
+
+# Per mapped field, the contacts the launch would refuse for lacking it, and the first few.
+_MISSING_SQL = """
+SELECT 0 {missing}
+  FROM campaigns_contact AS c
+ WHERE {audience}
+"""
+
+# The included lists' entries, and their distinct contacts: the duplicates across lists.
+_LIST_ENTRIES_SQL = """
+SELECT count(*), count(DISTINCT contact_id)
+  FROM campaigns_listmembership
+ WHERE contact_list_id = ANY(%(list_ids)s)
 """
 
 # The audience by country and skip reason. The key is a phone's first five characters
@@ -282,17 +319,17 @@ SELECT count(*),
 # US), its first four elsewhere (a calling code and a digit: calling codes are
 # prefix-free), or a user id's country prefix; Python turns the few hundred keys into
 # countries (campaigns.audience.regions), so the database does no per-row lookup.
-_BY_COUNTRY_SQL = f"""
+_BY_COUNTRY_SQL = """
 SELECT CASE WHEN c.phone IS NULL THEN split_part(c.user_id, '.', 1) || '.'
             WHEN c.phone LIKE '+1%%' THEN left(c.phone, 5)
             ELSE left(c.phone, 4) END,
        skip.reason,
        count(*)
   FROM campaigns_contact AS c
-  CROSS JOIN LATERAL (SELECT {{reason}} AS reason) AS skip
- WHERE {IN_AUDIENCE}
+  CROSS JOIN LATERAL (SELECT {reason} AS reason) AS skip
+ WHERE {audience}
  GROUP BY 1, 2
-"""  # noqa: S608 - constants only
+"""
 
 
 def _empty_sql(index: int, name: str) -> str:
@@ -302,15 +339,9 @@ def _empty_sql(index: int, name: str) -> str:
 
 
 def _audience_count(
-    report: PreflightReport, list_ids: list[int], skips: SkipRules, fields: list[str]
+    report: PreflightReport, audience: Audience, skips: SkipRules, fields: list[str]
 ) -> None:
-    params: dict[str, Any] = {
-        **skips.params,
-        "list_ids": list_ids,
-        "opted_out": OPTED_OUT,
-        "us_reasons": [US_NUMBER, US_USER_ID],
-        "user_id_refused": USER_ID_REFUSED,
-    }
+    params: dict[str, Any] = {**skips.params, "list_ids": list(audience.list_ids)}
     missing_sql = ""
     for index, name in enumerate(fields):
         condition = f"c.opted_out_at IS NULL AND {_empty_sql(index, name)}"
@@ -323,21 +354,69 @@ def _audience_count(
         params[f"field{index}"] = name
     reason = skips.reason_sql("c")
     with connection.cursor() as cursor:
-        cursor.execute(_AUDIENCE_SQL.format(missing=missing_sql, reason=reason), params)
-        row = cursor.fetchone()
-        cursor.execute(_BY_COUNTRY_SQL.format(reason=reason), params)
+        cursor.execute(_AUDIENCE_SQL.format(reason=reason, audience=audience.condition), params)
+        rows = cursor.fetchall()
+        missing_row: Sequence[Any] = ()
+        if fields:
+            cursor.execute(
+                _MISSING_SQL.format(missing=missing_sql, audience=audience.condition), params
+            )
+            missing_row = cursor.fetchone()[1:]
+        cursor.execute(_BY_COUNTRY_SQL.format(reason=reason, audience=audience.condition), params)
         report.countries = countries_from_keys(cursor.fetchall())
-    (
-        report.contacts,
-        report.memberships,
-        report.opted_out,
-        report.us_blocked,
-        report.user_id_refused,
-    ) = (int(v) for v in row[:5])
+        if audience.list_ids:
+            cursor.execute(_LIST_ENTRIES_SQL, params)
+            report.memberships, report.list_contacts = (int(v) for v in cursor.fetchone())
+    for reason_text, count in rows:
+        count = int(count)
+        report.contacts += count
+        if reason_text == OPTED_OUT:
+            report.opted_out += count
+        elif reason_text in (US_NUMBER, US_USER_ID):
+            report.us_blocked += count
+        elif reason_text == USER_ID_REFUSED:
+            report.user_id_refused += count
+        elif reason_text:
+            report.left_out[reason_text] = report.left_out.get(reason_text, 0) + count
+    report.left_out = dict(sorted(report.left_out.items(), key=lambda kv: (-kv[1], kv[0])))
     for index, name in enumerate(fields):
-        count, examples = row[5 + 2 * index], row[6 + 2 * index]
+        count, examples = missing_row[2 * index], missing_row[2 * index + 1]
         if count:
             report.missing.append(MissingField(name, int(count), list(examples or [])))
+
+
+# The sendable audience's contacts whose marketing sends in the cap's window already reach
+# it: what the cap would stop if they were sent now. The same count as the claim's check
+# (delivery.engine.frequency_cap), over the audience at once.
+_CAPPED_SQL = """
+SELECT count(*)
+  FROM campaigns_contact AS c
+ WHERE {audience}
+   AND {sendable}
+   AND (SELECT count(*)
+          FROM delivery_message AS m
+          JOIN campaigns_template AS t ON t.id = m.template_id
+         WHERE m.contact_id = c.id
+           AND t.category = 'MARKETING'
+           AND m.send_status IN ('sending', 'sent', 'unknown')
+           AND COALESCE(m.sent_at, m.claimed_at) > now() - make_interval(secs => %(cap_window_s)s)) >= %(cap_limit)s
+"""
+
+
+def _frequency_cap_count(
+    campaign: Campaign, report: PreflightReport, audience: Audience, skips: SkipRules
+) -> None:
+    cap = campaign_frequency_cap(campaign)
+    if cap is None:
+        return
+    report.frequency_cap = str(cap)
+    sql = _CAPPED_SQL.format(audience=audience.condition, sendable=skips.sendable_sql("c"))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            {**skips.params, "cap_window_s": cap.window.total_seconds(), "cap_limit": cap.limit},
+        )
+        report.capped_now = int(cursor.fetchone()[0])
 
 
 def _key_region(key: str) -> str:
@@ -398,6 +477,16 @@ def _audience_findings(report: PreflightReport) -> None:
         )
     if report.opted_out:
         findings.append(Finding(INFO, f"{report.opted_out:,} opted-out contact(s) skipped."))
+    for reason, count in report.left_out.items():
+        findings.append(Finding(INFO, f"{count:,} left out: {_left_out_text(reason)}."))
+    if report.capped_now:
+        findings.append(
+            Finding(
+                WARNING,
+                f"{report.capped_now:,} recipient(s) already had {report.frequency_cap} and "
+                "would be capped if sent now (the cap is applied as each message goes).",
+            )
+        )
     if report.duplicates:
         findings.append(
             Finding(
@@ -406,6 +495,11 @@ def _audience_findings(report: PreflightReport) -> None:
                 "gets one message.",
             )
         )
+
+
+def _left_out_text(reason: str) -> str:
+    """A skip reason of the audience's exclusions, as the pre-flight's sentence says it."""
+    return reason.replace("left out: ", "", 1)
 
 
 def _limit_check(campaign: Campaign, report: PreflightReport) -> None:
@@ -428,27 +522,28 @@ def _limit_check(campaign: Campaign, report: PreflightReport) -> None:
 # This audience's contacts any campaign sent to in the last 24 h, and those of them a number
 # of this portfolio sent to. Through delivery_message.contact_id (indexed as a foreign key):
 # the audience's rows only, never a scan of the day's messages.
-_AUDIENCE_REACHED_SQL = f"""
+_AUDIENCE_REACHED_SQL = """
 SELECT count(DISTINCT m.contact_id),
        count(DISTINCT m.contact_id) FILTER (WHERE p.account_id = %(account_id)s)
   FROM delivery_message AS m
   JOIN campaigns_phonenumber AS p ON p.id = m.phone_number_id
- WHERE {in_audience("m.contact_id")}
+  JOIN campaigns_contact AS c ON c.id = m.contact_id
+ WHERE {audience}
    AND m.kind = 'campaign'
    AND m.sent_at >= %(since)s
-"""  # noqa: S608 - constants only
+"""
 
 
 def _audience_reached(
-    campaign: Campaign, report: PreflightReport, list_ids: list[int], now: datetime
+    campaign: Campaign, report: PreflightReport, audience: Audience, now: datetime
 ) -> None:
     params: dict[str, Any] = {
+        **audience.params,
         "account_id": campaign.phone_number.account_id,
-        "list_ids": list_ids,
         "since": now - timedelta(hours=24),
     }
     with connection.cursor() as cursor:
-        cursor.execute(_AUDIENCE_REACHED_SQL, params)
+        cursor.execute(_AUDIENCE_REACHED_SQL.format(audience=audience.condition), params)
         reached, here = cursor.fetchone()
     report.audience_reached, report.audience_reached_here = int(reached), int(here)
 
@@ -471,7 +566,7 @@ def _eta_check(campaign: Campaign, report: PreflightReport, now: datetime) -> No
     if report.audience > 0 and report.rate_per_second > 0:
         report.eta_seconds = round(report.audience / report.rate_per_second, 1)
     window = campaign_window(campaign)
-    if window is not None and report.audience > 0 and report.lists:
+    if window is not None and report.audience > 0 and (report.lists or report.segments):
         report.window = str(window)
         report.window_finishes_at = campaign_window_eta(campaign=campaign, now=now).finishes_at
 

@@ -28,7 +28,7 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, RateCard
-from delivery.campaigns.audience import IN_AUDIENCE, audience_params
+from delivery.campaigns.audience import AudienceError, campaign_audience
 from delivery.campaigns.skips import SkipRules
 from delivery.models import MessageStatus as S
 from whatsblast.core import queues
@@ -114,7 +114,7 @@ _ESTIMATE_DRAFT_SQL = f"""
 SELECT count(*), sum(rc.price), count(*) FILTER (WHERE rc.price IS NULL), max(rc.currency)
   FROM (SELECT COALESCE(c.phone, c.user_id) AS "to" FROM campaigns_contact AS c
          WHERE {{sendable}}
-           AND {IN_AUDIENCE}) AS m
+           AND {{audience}}) AS m
   {_PRICE_JOIN.format(category="%(category)s")}
 """  # noqa: S608 - constants only
 
@@ -304,13 +304,16 @@ def campaign_cost_estimate(*, campaign: Campaign) -> CostEstimate:
     """What the messages still to go will cost at the rate card, all of them charged."""
     category = campaign.template.category.lower()
     if campaign.status == CampaignStatus.DRAFT:
-        skips = SkipRules.for_template(campaign.template)
-        sql = _ESTIMATE_DRAFT_SQL.format(sendable=skips.sendable_sql("c"))
-        args: dict[str, Any] = {
-            **skips.params,
-            "category": category,
-            **audience_params(campaign),
-        }
+        try:
+            audience = campaign_audience(campaign)
+        except AudienceError:  # the pre-flight names the broken segment
+            audience = None
+        skips = SkipRules.for_template(campaign.template, audience)
+        sql = _ESTIMATE_DRAFT_SQL.format(
+            sendable=skips.sendable_sql("c"),
+            audience=audience.condition if audience else "FALSE",
+        )
+        args: dict[str, Any] = {**skips.params, "category": category}
     else:
         sql = _ESTIMATE_PENDING_SQL
         args = {"category": category, "campaign_id": campaign.pk}

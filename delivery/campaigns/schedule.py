@@ -30,7 +30,7 @@ from campaigns.windows.zones import (
     zone_sql,
     zone_tables_load,
 )
-from delivery.campaigns.audience import IN_AUDIENCE, audience_params
+from delivery.campaigns.audience import AudienceError, campaign_audience
 from delivery.campaigns.pools import campaign_pool
 
 if TYPE_CHECKING:
@@ -115,33 +115,39 @@ SELECT {zone} AS zone, count(*)
 """
 
 # Before launch: the audience the launch would make pending rows for.
-_AUDIENCE_BY_ZONE_SQL = f"""
-SELECT {{zone}} AS zone, count(*)
+_AUDIENCE_BY_ZONE_SQL = """
+SELECT {zone} AS zone, count(*)
   FROM campaigns_contact AS c
-  {{joins}}
+  {joins}
  WHERE c.opted_out_at IS NULL
-   AND {IN_AUDIENCE}
+   AND {audience}
  GROUP BY 1
-"""  # noqa: S608 - constants only
+"""
 
 
 def recipients_by_zone(*, campaign: Campaign) -> dict[str, int]:
     """Recipients still to send per zone: pending rows once launched, else the audience."""
     if campaign.started_at is not None:
         zones = _zone_sql(campaign, "c", phone='m."to"')
-        sql = _PENDING_BY_ZONE_SQL
+        sql = _PENDING_BY_ZONE_SQL.format(zone=zones.expr, joins=zones.joins)
         params: dict[str, Any] = {"campaign_id": campaign.pk}
     else:
         zones = _zone_sql(campaign, "c")
-        sql = _AUDIENCE_BY_ZONE_SQL
-        params = audience_params(campaign)
+        try:
+            audience = campaign_audience(campaign)
+        except AudienceError:  # the pre-flight names the broken segment
+            return {}
+        sql = _AUDIENCE_BY_ZONE_SQL.format(
+            zone=zones.expr, joins=zones.joins, audience=audience.condition
+        )
+        params = audience.params
     with transaction.atomic(), connection.cursor() as cursor:
         zone_tables_load(
             cursor,
             default_zone=campaign_default_zone(campaign),
             attribute=campaign.time_zone_attribute,
         )
-        cursor.execute(sql.format(zone=zones.expr, joins=zones.joins), {**zones.params, **params})
+        cursor.execute(sql, {**zones.params, **params})
         return {zone: int(n) for zone, n in cursor.fetchall()}
 
 

@@ -6,10 +6,12 @@ not go out is ``skipped`` with its reason, so the report accounts for everyone. 
 first match wins:
 
 1. the contact opted out;
-2. a marketing template to a US user: Meta does not deliver those (since 2025-04-01; "+1
+2. the campaign leaves them out: a suppression list, an excluded list or segment
+   (``delivery.campaigns.audience``; the reason names which);
+3. a marketing template to a US user: Meta does not deliver those (since 2025-04-01; "+1
    and a US area code", or a user id issued for a US number). Canada and the Caribbean
    share +1 and are sent (``campaigns.audience.regions``);
-3. a contact known only by its user id, for a template Meta refuses to send to user ids
+4. a contact known only by its user id, for a template Meta refuses to send to user ids
    (error 131062: copy-code buttons and authentication templates; Meta's "Business-scoped
    user IDs" page), caught here rather than by a failed send.
 
@@ -22,11 +24,12 @@ lookup from PostgreSQL 14), so the rule costs one probe a row and needs no store
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from campaigns.audience.regions import us_area_prefixes
 from campaigns.models import Template, TemplateCategory
+from delivery.campaigns.audience import Audience, Exclusion
 
 OPTED_OUT = "opted out"
 US_NUMBER = "US number: Meta does not deliver marketing templates to US numbers"
@@ -58,17 +61,23 @@ class SkipRules:
 
     us_blocked: bool  # a marketing template
     user_ids_refused: bool  # Meta refuses the template for user-id-only recipients
+    # Whom the campaign leaves out, and the audience's parameters they need.
+    exclusions: tuple[Exclusion, ...] = ()
+    audience_params: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def for_template(cls, template: Template) -> SkipRules:
+    def for_template(cls, template: Template, audience: Audience | None = None) -> SkipRules:
         return cls(
             us_blocked=template.category == TemplateCategory.MARKETING,
             user_ids_refused=bool(user_id_refusal(template)),
+            exclusions=audience.exclusions if audience else (),
+            audience_params=dict(audience.params) if audience else {},
         )
 
     @property
     def params(self) -> dict[str, Any]:
         return {
+            **self.audience_params,
             "skip_us_blocked": self.us_blocked,
             "skip_us_prefixes": list(us_area_prefixes()),
             "skip_user_ids_refused": self.user_ids_refused,
@@ -77,8 +86,14 @@ class SkipRules:
     def reason_sql(self, alias: str = "c") -> str:
         """The row's skip reason, '' when it goes out, over the contact alias ``alias``."""
         c = alias
+        if self.exclusions and alias != "c":
+            raise ValueError("exclusions are written over the contact alias c")
+        left_out = "".join(
+            f"\n            WHEN ({e.condition}) IS TRUE THEN %({e.reason_param})s"
+            for e in self.exclusions
+        )
         return f"""CASE
-            WHEN {c}.opted_out_at IS NOT NULL THEN '{OPTED_OUT}'
+            WHEN {c}.opted_out_at IS NOT NULL THEN '{OPTED_OUT}'{left_out}
             WHEN %(skip_us_blocked)s AND {c}.phone IS NOT NULL
                  AND left({c}.phone, 5) = ANY(%(skip_us_prefixes)s::text[])
                  THEN '{US_NUMBER}'

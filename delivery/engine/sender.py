@@ -36,6 +36,7 @@ from delivery.cloud.client import ApiError, SendRequest, SendResult
 from delivery.cloud.outcomes import Outcome, classify
 from delivery.cloud.transport import get_transport
 from delivery.engine.fair_share import StrideScheduler
+from delivery.engine.frequency_cap import FrequencyCapGuard
 from delivery.engine.pacing import concurrency_for, number_bucket
 from delivery.engine.ratelimit import TrafficClass
 from delivery.engine.reach import reach_admit, reach_from_table
@@ -106,6 +107,7 @@ class CampaignRun:
     campaign: Campaign
     policy: RetryPolicy
     windows: WindowGuard | None
+    frequency_cap: FrequencyCapGuard | None = None
     ready: deque[ClaimedMessage] = field(default_factory=deque)
     refilling: bool = False
     empty_since: float | None = None
@@ -185,6 +187,7 @@ def campaign_run(campaign: Campaign) -> CampaignRun:
         campaign=campaign,
         policy=RetryPolicy(max_attempts=campaign.max_attempts),
         windows=WindowGuard.for_campaign(campaign),
+        frequency_cap=FrequencyCapGuard.for_campaign(campaign),
     )
 
 
@@ -509,6 +512,9 @@ class NumberSender:
         if run.windows is not None:
             # Recipients whose local send window is closed go back, due at its opening.
             rows = run.windows.admit(rows, now=timezone.now())
+        if run.frequency_cap is not None and rows:
+            # Across campaigns and workers: delivery.engine.frequency_cap says how.
+            rows = run.frequency_cap.admit(rows)
         return self._reach_admit(run, rows), claimed
 
     def _reach_admit(self, run: CampaignRun, rows: list[ClaimedMessage]) -> list[ClaimedMessage]:

@@ -34,8 +34,9 @@ def rules_json(rules: object) -> object:
         ) from exc
 
 
-def segment_compile(rules: object) -> SegmentSql:
-    """The SQL of ``rules``, every list and campaign they name checked to exist."""
+def segment_compile(rules: object, *, prefix: str = "s") -> SegmentSql:
+    """The SQL of ``rules``, every list and campaign they name checked to exist; its
+    parameters are named ``{prefix}0``, ``{prefix}1``, …"""
     rule = rules_parse(rules_json(rules))
     names = _walk(rule, "rules")
     list_ids = dict(
@@ -51,7 +52,7 @@ def segment_compile(rules: object) -> SegmentSql:
     for campaign_id, path in names["campaigns"]:
         if campaign_id not in known:
             raise RuleError(path, f"no campaign has the id {campaign_id}")
-    return segment_sql(rule, list_ids=list_ids)
+    return segment_sql(rule, list_ids=list_ids, prefix=prefix)
 
 
 def _walk(rule: Rule, path: str) -> dict[str, list[tuple[Any, str]]]:

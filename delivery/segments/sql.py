@@ -65,10 +65,11 @@ _INBOUND_TABLE = "webhooks_inboundmessage"
 
 @dataclass
 class _Params:
+    prefix: str = "s"
     values: dict[str, Any] = field(default_factory=dict)
 
     def bind(self, value: Any) -> str:
-        name = f"s{len(self.values)}"
+        name = f"{self.prefix}{len(self.values)}"
         self.values[name] = value
         return f"%({name})s"
 
@@ -81,10 +82,14 @@ class SegmentSql:
     params: dict[str, Any]
 
 
-def segment_sql(rule: Rule, *, list_ids: dict[str, int], path: str = "rules") -> SegmentSql:
+def segment_sql(
+    rule: Rule, *, list_ids: dict[str, int], path: str = "rules", prefix: str = "s"
+) -> SegmentSql:
     """``rule`` as SQL; ``list_ids`` maps the list names the rules use to their ids
-    (``segment_list_ids``); a name missing from it is a ``RuleError``."""
-    params = _Params()
+    (``segment_list_ids``); a name missing from it is a ``RuleError``. Parameters are
+    named ``{prefix}0``, ``{prefix}1``, …: segments sharing one statement take different
+    prefixes."""
+    params = _Params(prefix)
     return SegmentSql(_condition(rule, params, list_ids, path), params.values)
 
 

@@ -171,5 +171,5 @@ def test_template_and_mapping_problems_are_errors() -> None:
     texts = [f.text for f in report.errors]
     assert texts[0].startswith("Template promo (en_US) is PAUSED")
     assert texts[1].startswith("Parameter mapping: template promo body param(s) 1")
-    assert texts[2] == "The campaign has no contact list."
+    assert texts[2] == "The campaign has no contact list and no segment."
     assert all(f.level == ERROR for f in report.errors)
