@@ -19,11 +19,13 @@ from campaigns.models import (
     CampaignStatus,
     ContactList,
     PhoneNumber,
+    Segment,
     Template,
     TemplateStatus,
 )
 from campaigns.windows.daily import SendWindow
 from campaigns.windows.zones import zone_valid
+from whatsblast.core.frequency import frequency_cap_parse
 
 # Templates a campaign can never send with; PENDING/PAUSED may still become usable.
 _UNUSABLE_TEMPLATE_STATUSES = (
@@ -127,8 +129,16 @@ def campaign_create(
     window: SendWindow | None = None,
     time_zone: str = "",
     time_zone_attribute: str = "timezone",
+    segment_names: Sequence[str] = (),
+    exclude_list_names: Sequence[str] = (),
+    exclude_segment_names: Sequence[str] = (),
+    frequency_cap: str = "",
+    frequency_cap_defer: bool = False,
 ) -> Campaign:
-    """Create a draft campaign from a number, one of its WABA's templates and contact lists.
+    """Create a draft campaign from a number, one of its WABA's templates, and its audience:
+    contact lists and segments, less the lists and segments it leaves out.
+
+    ``frequency_cap`` overrides the site's marketing cap ("1/3d", "off"; '' keeps it).
 
     ``window`` limits sends to a daily window in each recipient's local time (see
     campaigns.windows.zones for how the zone is found); ``time_zone`` is the zone for recipients
@@ -138,7 +148,16 @@ def campaign_create(
         raise ValidationError("the campaign name must not be blank")
     number = phone_number_get(phone_number_id)
     template = _template_get(number=number, name=template_name, language=language)
+    if not list_names and not segment_names:
+        raise ValidationError("a campaign needs at least one contact list or segment")
     lists = _contact_lists_get(list_names)
+    segments = _segments_get(segment_names)
+    exclude_lists = _contact_lists_get(exclude_list_names)
+    exclude_segments = _segments_get(exclude_segment_names)
+    try:
+        frequency_cap_parse(frequency_cap)
+    except ValueError as exc:
+        raise ValidationError(str(exc)) from exc
     param_mapping = param_mapping or {"body": {}}
     param_mapping_validate(template=template, param_mapping=param_mapping)
     zone = zone_valid(time_zone) if time_zone.strip() else ""
@@ -155,8 +174,13 @@ def campaign_create(
             window_end=window.end if window else None,
             time_zone=zone,
             time_zone_attribute=time_zone_attribute.strip(),
+            frequency_cap=frequency_cap.strip().lower(),
+            frequency_cap_defer=frequency_cap_defer,
         )
         campaign.lists.set(lists)
+        campaign.segments.set(segments)
+        campaign.exclude_lists.set(exclude_lists)
+        campaign.exclude_segments.set(exclude_segments)
     return campaign
 
 
@@ -179,10 +203,16 @@ def _template_get(*, number: PhoneNumber, name: str, language: str | None) -> Te
 
 
 def _contact_lists_get(list_names: Sequence[str]) -> list[ContactList]:
-    if not list_names:
-        raise ValidationError("a campaign needs at least one contact list")
     lists = list(ContactList.objects.filter(name__in=list_names))
     missing = sorted(set(list_names) - {cl.name for cl in lists})
     if missing:
         raise ValidationError(f"no contact list named {', '.join(repr(m) for m in missing)}")
     return lists
+
+
+def _segments_get(names: Sequence[str]) -> list[Segment]:
+    segments = list(Segment.objects.filter(name__in=names))
+    missing = sorted(set(names) - {s.name for s in segments})
+    if missing:
+        raise ValidationError(f"no segment named {', '.join(repr(m) for m in missing)}")
+    return segments

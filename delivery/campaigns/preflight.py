@@ -399,7 +399,8 @@ SELECT count(*)
          WHERE m.contact_id = c.id
            AND t.category = 'MARKETING'
            AND m.send_status IN ('sending', 'sent', 'unknown')
-           AND COALESCE(m.sent_at, m.claimed_at) > now() - make_interval(secs => %(cap_window_s)s)) >= %(cap_limit)s
+           AND COALESCE(m.sent_at, m.claimed_at)
+               > now() - make_interval(secs => %(cap_window_s)s)) >= %(cap_limit)s
 """
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
@@ -56,6 +57,12 @@ from campaigns.models import Campaign, CampaignStatus, ContactList, Template, Te
 from campaigns.state import LifecycleError, campaign_pause
 from campaigns.windows.zones import zone_valid
 from delivery.campaigns.exports import campaign_results_csv, campaign_results_filename
+from delivery.campaigns.follow_ups import (
+    FOLLOW_UPS,
+    FollowUpError,
+    campaign_follow_up,
+    follow_up_counts,
+)
 from delivery.campaigns.guard import GUARD_SETTINGS, guard_settings_update
 from delivery.campaigns.launch import LaunchError
 from delivery.campaigns.launch_queue import (
@@ -88,6 +95,7 @@ from whatsblast.admin.figures import (
     percent_of,
 )
 from whatsblast.admin.tables import mapping_table
+from whatsblast.core.frequency import frequency_cap_parse
 
 LAUNCH_PERMISSION = "campaigns.launch_campaign"
 
@@ -140,11 +148,16 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "share_weight",
             "template",
             "lists",
+            "segments",
+            "exclude_lists",
+            "exclude_segments",
             "param_mapping",
             "window_start",
             "window_end",
             "time_zone",
             "time_zone_attribute",
+            "frequency_cap",
+            "frequency_cap_defer",
             "max_attempts",
             "ambiguous_policy",
             "canary_size",
@@ -155,6 +168,9 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "phone_number": AccountTaggedSelect,
             "template": AccountTaggedSelect,
             "lists": forms.SelectMultiple(attrs={"size": 6}),
+            "segments": forms.SelectMultiple(attrs={"size": 4}),
+            "exclude_lists": forms.SelectMultiple(attrs={"size": 4}),
+            "exclude_segments": forms.SelectMultiple(attrs={"size": 4}),
             "pool_numbers": forms.SelectMultiple(attrs={"size": 4}),
             "param_mapping": forms.HiddenInput,
             "window_start": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
@@ -166,6 +182,11 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "pool_numbers": "Also send from",
             "share_weight": "Share of the number",
             "lists": "Contact lists",
+            "segments": "Segments",
+            "exclude_lists": "Leave out lists",
+            "exclude_segments": "Leave out segments",
+            "frequency_cap": "Frequency cap",
+            "frequency_cap_defer": "Send capped recipients later",
             "window_start": "Send between",
             "window_end": "and",
             "time_zone": "Default time zone",
@@ -174,6 +195,13 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "ambiguous_policy": "If a send's outcome is unknown",
         }
         help_texts = {
+            "lists": "Everyone on these lists or in the segments below is addressed once.",
+            "segments": "Saved rules over contacts (Segments), read when the campaign launches.",
+            "exclude_lists": "Nobody on these lists is sent (suppression lists are always "
+            "left out).",
+            "exclude_segments": "Nobody in these segments is sent, e.g. those messaged this week.",
+            "frequency_cap_defer": "Instead of skipping a recipient who reached the cap, send "
+            "when the cap allows (inside the send window).",
             "pool_numbers": "More numbers of the same WhatsApp account share the sending; "
             "each recipient always hears from one number.",
             "share_weight": "When other campaigns send from the same number at the same "
@@ -199,6 +227,14 @@ class CampaignForm(forms.ModelForm[Campaign]):
         ).order_by("name", "language")
         template_field.help_text = "Only APPROVED templates can be sent."
         self.fields["lists"].queryset = ContactList.objects.order_by("name")  # type: ignore[attr-defined]
+        self.fields["exclude_lists"].queryset = ContactList.objects.filter(  # type: ignore[attr-defined]
+            suppression=False
+        ).order_by("name")
+        site_cap = frequency_cap_parse(settings.MARKETING_FREQUENCY_CAP)
+        self.fields["frequency_cap"].help_text = (
+            'At most N marketing messages per person in D days across all campaigns, as "1/7d";'
+            f' "off" for none; blank: the site\'s ({site_cap or "no cap"}).'
+        )
         self.fields["param_mapping"].required = False
         for name in DRAFT_GUARD_SETTINGS:  # left empty: the model's default
             self.fields[name].required = False
@@ -221,8 +257,19 @@ class CampaignForm(forms.ModelForm[Campaign]):
             raise ValidationError(f"Unknown time zone {value!r}: use an IANA name such as UTC.")
         return zone
 
+    def clean_frequency_cap(self) -> str:
+        value = str(self.cleaned_data.get("frequency_cap") or "").strip().lower()
+        try:
+            frequency_cap_parse(value)
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from exc
+        return value
+
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean() or {}
+        if "lists" in cleaned and "segments" in cleaned:
+            if not cleaned["lists"] and not cleaned["segments"]:
+                self.add_error("lists", "Choose at least one contact list or segment.")
         defaults = {f.name: f for f in Campaign._meta.fields}
         for name in DRAFT_GUARD_SETTINGS:
             if cleaned.get(name) in (None, ""):
@@ -520,6 +567,11 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             path("<int:object_id>/report/", view(self.report_view), name=f"{name}_report"),
             path("<int:object_id>/replies/", view(self.replies_view), name=f"{name}_replies"),
             path("<int:object_id>/guard/", view(self.guard_view), name=f"{name}_guard"),
+            path(
+                "<int:object_id>/follow-up/",
+                view(self.follow_up_view),
+                name=f"{name}_follow_up",
+            ),
         ]
         for action in ("pause", "resume", "cancel", "retry-failed"):
             own.append(
@@ -807,6 +859,30 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         }
         return TemplateResponse(request, "admin/campaigns/campaign/replies.html", context)
 
+    # --- follow-ups ----------------------------------------------------------------------
+
+    def follow_up_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        return require_POST(self._follow_up)(request, object_id)
+
+    def _follow_up(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """A draft to the contacts of this campaign with the posted ``outcome``."""
+        campaign = self._campaign(request, object_id)
+        if not self.has_add_permission(request):
+            raise PermissionDenied
+        try:
+            draft = campaign_follow_up(campaign=campaign, key=request.POST.get("outcome", ""))
+        except FollowUpError as exc:
+            self.message_user(request, f"No follow-up: {exc}.", messages.ERROR)
+            return redirect("admin:campaigns_campaign_report", object_id=campaign.pk)
+        self.message_user(
+            request,
+            f"Draft {draft} created: its audience is the segment "
+            f"“{draft.segments.get()}”, with {campaign}'s exclusions. Choose its template "
+            "and check it before launch.",
+            messages.SUCCESS,
+        )
+        return redirect(self._change_url(draft))
+
     # --- the report ------------------------------------------------------------------------
 
     def report_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
@@ -847,6 +923,8 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "cost": cost_total(costs, card_currency=rate_card_currency()),
             "charged_label": CHARGED_LABEL,
             "skips": campaign_skips(campaign=campaign),
+            "follow_ups": _follow_ups(campaign, request) if campaign.started_at else [],
+            "follow_up_url": reverse("admin:campaigns_campaign_follow_up", args=[campaign.pk]),
             "duration": duration,
             "messages_url": f"{messages_url}?campaign__id__exact={campaign.pk}",
             "export_url": reverse("admin:campaigns_campaign_export", args=[campaign.pk]),
@@ -873,6 +951,15 @@ class FiguresChangeList(ChangeList):
             campaign.cost_known = costs.get(campaign.pk)
             campaign.rate_card_currency = card_currency
         self.result_list = rows
+
+
+def _follow_ups(campaign: Campaign, request: HttpRequest) -> list[dict[str, Any]]:
+    """The report's follow-up choices with how many each would address now; none for a
+    user who may not create campaigns."""
+    if not request.user.has_perm("campaigns.add_campaign"):
+        return []
+    counts = follow_up_counts(campaign=campaign)
+    return [{"key": f.key, "label": f.label, "contacts": counts[f.key]} for f in FOLLOW_UPS]
 
 
 def _int(value: Any) -> int | None:

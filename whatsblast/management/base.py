@@ -12,7 +12,8 @@ from campaigns.audience.rows import ImportFileError
 
 class SubcommandCommand(BaseCommand):
     """Declare ``subcommands = {"name": "one-line help"}``; for each name define
-    ``add_<name>_arguments(parser)`` and ``handle_<name>(options)``.
+    ``add_<name>_arguments(parser)`` and ``handle_<name>(options)`` (a "-" in the name is
+    "_" in the methods').
 
     Handlers stay thin: parse options, call one service, print. A ``ValidationError`` or
     ``ImportFileError`` from the service becomes a ``CommandError`` (message on stderr,
@@ -27,10 +28,10 @@ class SubcommandCommand(BaseCommand):
         )
         for name, help_text in self.subcommands.items():
             subparser = sub.add_parser(name, help=help_text, description=help_text)
-            getattr(self, f"add_{name}_arguments")(subparser)
+            getattr(self, f"add_{name.replace('-', '_')}_arguments")(subparser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        handler = getattr(self, f"handle_{options['subcommand']}")
+        handler = getattr(self, f"handle_{options['subcommand'].replace('-', '_')}")
         try:
             handler(options)
         except ValidationError as exc:

@@ -20,6 +20,7 @@ from campaigns.drafts import campaign_create, param_mapping_from_specs
 from campaigns.models import Campaign
 from campaigns.state import LifecycleError, campaign_pause
 from campaigns.windows.daily import SendWindow
+from delivery.campaigns.follow_ups import FOLLOW_UPS, FollowUpError, campaign_follow_up
 from delivery.campaigns.launch import LaunchError, campaign_start
 from delivery.campaigns.lifecycle import campaign_cancel, campaign_resume
 from delivery.campaigns.progress import CampaignProgress, campaign_progress, held_for_quality_text
@@ -35,6 +36,7 @@ class Command(SubcommandCommand):
         "resume": "Continue a paused campaign where it stopped.",
         "cancel": "Cancel a campaign; rows not yet sent become cancelled.",
         "status": "Message counts by status, send rate and ETA of a campaign.",
+        "follow-up": "Create a draft to the contacts a campaign reached in a given way.",
     }
 
     # --- helpers shared by the subcommands -----------------------------------------------------
@@ -63,9 +65,45 @@ class Command(SubcommandCommand):
             "--list",
             dest="lists",
             action="append",
-            required=True,
+            default=[],
             metavar="NAME",
-            help="contact list (repeat for several)",
+            help="contact list (repeat for several); at least one list or segment",
+        )
+        parser.add_argument(
+            "--segment",
+            dest="segments",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="segment (manage.py segment create; repeat for several)",
+        )
+        parser.add_argument(
+            "--exclude-list",
+            dest="exclude_lists",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="leave out everyone on this list (repeat for several)",
+        )
+        parser.add_argument(
+            "--exclude-segment",
+            dest="exclude_segments",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="leave out everyone in this segment (repeat for several)",
+        )
+        parser.add_argument(
+            "--frequency-cap",
+            default="",
+            metavar="N/Dd",
+            help="at most N marketing messages per contact in D days (1/3d), or off; "
+            "default: MARKETING_FREQUENCY_CAP",
+        )
+        parser.add_argument(
+            "--defer-capped",
+            action="store_true",
+            help="send a capped recipient once the cap allows instead of skipping them",
         )
         parser.add_argument(
             "--param",
@@ -124,8 +162,32 @@ class Command(SubcommandCommand):
             window=options["window"],
             time_zone=options["time_zone"],
             time_zone_attribute=options["time_zone_attribute"],
+            segment_names=options["segments"],
+            exclude_list_names=options["exclude_lists"],
+            exclude_segment_names=options["exclude_segments"],
+            frequency_cap=options["frequency_cap"],
+            frequency_cap_defer=options["defer_capped"],
         )
         self.stdout.write(str(campaign.pk))
+
+    # --- follow-up ----------------------------------------------------------------------------
+
+    def add_follow_up_arguments(self, parser: CommandParser) -> None:
+        self.add_campaign_id_argument(parser)
+        parser.add_argument(
+            "--with",
+            dest="outcome",
+            required=True,
+            choices=[f.key for f in FOLLOW_UPS],
+            help="; ".join(f"{f.key}: those who {f.label}" for f in FOLLOW_UPS),
+        )
+
+    def handle_follow_up(self, options: dict[str, Any]) -> None:
+        try:
+            draft = campaign_follow_up(campaign=self.campaign_get(options), key=options["outcome"])
+        except FollowUpError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(str(draft.pk))
 
     # --- start / pause / resume / cancel -------------------------------------------------------
 

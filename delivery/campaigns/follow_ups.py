@@ -1,0 +1,106 @@
+"""Follow-ups in one step: a draft to the people a campaign reached in a given way.
+
+"Follow up with those who got it but did not read it" is a segment over the campaign's
+outcome (``delivery.segments``) and a draft campaign addressed to it, from the same number,
+with the same template and mapping to start from (the marketer usually picks another),
+the same send window, cap and exclusions (the staff list stays out of the follow-up too).
+The segment is saved under a name that says what it is, so it can be read, counted and
+reused; it is read when the draft launches, so a reply that comes in meanwhile counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+
+from campaigns.models import Campaign, CampaignStatus
+from delivery.segments.services import segment_match, segment_save
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    key: str
+    label: str  # "delivered but not read": reads after "Follow up with those who …"
+
+    def rules(self, campaign_id: int) -> dict[str, Any]:
+        outcome = {"campaign": campaign_id}
+        if self.key == "read_no_reply":
+            return {
+                "all": [
+                    {**outcome, "outcome": "read"},
+                    {"not": {**outcome, "outcome": "replied"}},
+                ]
+            }
+        return {**outcome, "outcome": self.key}
+
+
+FOLLOW_UPS = (
+    FollowUp("delivered_not_read", "delivered but not read"),
+    FollowUp("read_no_reply", "read but did not reply"),
+    FollowUp("replied", "replied"),
+    FollowUp("failed", "failed"),
+)
+FOLLOW_UPS_BY_KEY = {f.key: f for f in FOLLOW_UPS}
+
+# The campaign's settings a follow-up starts from (its audience is the segment; its lists,
+# status and run are its own).
+_COPIED = (
+    "phone_number_id",
+    "template_id",
+    "param_mapping",
+    "share_weight",
+    "max_attempts",
+    "ambiguous_policy",
+    "window_start",
+    "window_end",
+    "time_zone",
+    "time_zone_attribute",
+    "frequency_cap",
+    "frequency_cap_defer",
+    "guard_enabled",
+    "guard_window_sends",
+    "guard_min_sample",
+    "guard_slow_rate",
+    "guard_pause_rate",
+    "guard_slow_per_second",
+    "guard_pause_quality",
+)
+
+
+class FollowUpError(ValueError):
+    """The follow-up cannot be made; the message says why."""
+
+
+def follow_up_counts(*, campaign: Campaign) -> dict[str, int]:
+    """How many contacts each follow-up would address now."""
+    return {f.key: segment_match(f.rules(campaign.pk)).count for f in FOLLOW_UPS}
+
+
+def campaign_follow_up(*, campaign: Campaign, key: str) -> Campaign:
+    """A draft addressed to the contacts of ``campaign`` whose outcome is ``key``."""
+    follow_up = FOLLOW_UPS_BY_KEY.get(key)
+    if follow_up is None:
+        known = ", ".join(FOLLOW_UPS_BY_KEY)
+        raise FollowUpError(f"no follow-up {key!r}: choose one of {known}")
+    if campaign.status == CampaignStatus.DRAFT or campaign.started_at is None:
+        raise FollowUpError("the campaign has not been sent: there is nobody to follow up yet")
+    with transaction.atomic():
+        segment = segment_save(
+            name=f"#{campaign.pk} {campaign.name}: {follow_up.label}"[:200],
+            rules=follow_up.rules(campaign.pk),
+            description=f"Contacts of campaign #{campaign.pk} ({campaign.name}) who "
+            f"{follow_up.label}.",
+        )
+        draft = Campaign.objects.create(
+            name=f"{campaign.name}: follow-up, {follow_up.label}"[:200],
+            status=CampaignStatus.DRAFT,
+            follow_up_of=campaign,
+            **{name: getattr(campaign, name) for name in _COPIED},
+        )
+        draft.segments.set([segment])
+        draft.exclude_lists.set(campaign.exclude_lists.all())
+        draft.exclude_segments.set(campaign.exclude_segments.all())
+        draft.pool_numbers.set(campaign.pool_numbers.all())
+    return draft
