@@ -35,7 +35,7 @@ from tests.factories import (
 from whatsblast.core.frequency import FrequencyCap, frequency_cap_parse
 from whatsblast.core.processes import ProcessGroup, service_environment
 
-CAP_REASON = "frequency cap: 1 marketing message(s) per 7 day(s)"
+CAP_REASON = "frequency cap: 1 marketing message per 7 days"
 
 
 @pytest.mark.parametrize(
@@ -197,9 +197,9 @@ def test_the_preflight_counts_who_would_be_capped_now(earlier, settings) -> None
         ListMembership(contact_list=contact_list, contact=c) for c in contacts
     )
     report = campaign_preflight(campaign=make_campaign(lists=[contact_list]))
-    assert (report.capped_now, report.frequency_cap) == (3, "1 marketing message(s) per 7 day(s)")
+    assert (report.capped_now, report.frequency_cap) == (3, "1 marketing message per 7 days")
     assert any(
-        f.text.startswith("3 recipient(s) already had 1 marketing message(s)")
+        f.text.startswith("3 recipient(s) already had 1 marketing message per 7 days")
         for f in report.warnings
     )
 

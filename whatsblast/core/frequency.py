@@ -23,9 +23,12 @@ class FrequencyCap:
     window: timedelta  # … in any rolling window this long
 
     def __str__(self) -> str:
+        """"1 marketing message per 7 days", "2 marketing messages per 12 hours"."""
         hours = int(self.window.total_seconds() // 3600)
-        span = f"{hours // 24} day(s)" if hours % 24 == 0 else f"{hours} hour(s)"
-        return f"{self.limit} marketing message(s) per {span}"
+        count, unit = (hours // 24, "day") if hours % 24 == 0 else (hours, "hour")
+        span = unit if count == 1 else f"{count} {unit}s"
+        messages = "message" if self.limit == 1 else "messages"
+        return f"{self.limit} marketing {messages} per {span}"
 
     @property
     def text(self) -> str:
