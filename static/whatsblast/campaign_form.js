@@ -1,7 +1,7 @@
 /* The campaign form: one row per template parameter, and the live preview.
  * The mapping lives in the hidden #id_param_mapping as JSON ({"body": {"1": {"field":
  * "name"}}, ...}); every change re-asks the server to render the message for a few
- * contacts of the chosen lists. All text reaches the page through textContent. */
+ * contacts of the chosen lists and segments. All text reaches the page through textContent. */
 (function () {
   "use strict";
   const form = document.getElementById("wb-campaign-form");
@@ -9,6 +9,7 @@
   const number = form.querySelector("#id_phone_number");
   const template = form.querySelector("#id_template");
   const lists = form.querySelector("#id_lists");
+  const segments = form.querySelector("#id_segments");
   const hidden = form.querySelector("#id_param_mapping");
   const tbody = document.querySelector("#wb-mapping tbody");
   const fieldList = document.getElementById("wb-fields");
@@ -205,6 +206,9 @@
     const requested = template.value;
     if (requested) query.set("template", requested);
     for (const option of lists.selectedOptions) query.append("lists", option.value);
+    if (segments) {
+      for (const option of segments.selectedOptions) query.append("segments", option.value);
+    }
     query.set("mapping", JSON.stringify(mapping));
     const mine = ++asked;
     samples.dataset.state = "loading";
@@ -253,6 +257,7 @@
   });
   template.addEventListener("change", schedule);
   lists.addEventListener("change", schedule);
+  if (segments) segments.addEventListener("change", schedule);
   filterTemplates();
   refresh();
 })();

@@ -50,12 +50,26 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
-from campaigns.catalogue.preview import contact_fields, message_preview, sample_contacts
+from campaigns.catalogue.preview import (
+    FIELD_SAMPLE,
+    SAMPLE_CONTACTS,
+    contact_fields,
+    message_preview,
+    sample_contacts,
+)
 from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.drafts import param_mapping_check_draft
-from campaigns.models import Campaign, CampaignStatus, ContactList, Template, TemplateStatus
+from campaigns.models import (
+    Campaign,
+    CampaignStatus,
+    Contact,
+    ContactList,
+    Template,
+    TemplateStatus,
+)
 from campaigns.state import LifecycleError, campaign_pause
 from campaigns.windows.zones import zone_valid
+from delivery.campaigns.audience import audience_sample_ids
 from delivery.campaigns.exports import campaign_results_csv, campaign_results_filename
 from delivery.campaigns.follow_ups import (
     FOLLOW_UPS,
@@ -671,19 +685,30 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
 
     def preview_view(self, request: HttpRequest) -> HttpResponse:
         """The template's parameters, the mappable fields and the message for a few
-        contacts: ``?template=ID&lists=ID&lists=ID&mapping=JSON``."""
+        contacts: ``?template=ID&lists=ID&segments=ID&mapping=JSON``."""
         if not (self.has_add_permission(request) or self.has_change_permission(request)):
             raise PermissionDenied
         template_id = _int(request.GET.get("template"))
         template = Template.objects.filter(pk=template_id).first() if template_id else None
         list_ids = [i for i in map(_int, request.GET.getlist("lists")) if i is not None]
+        segment_ids = [i for i in map(_int, request.GET.getlist("segments")) if i is not None]
         fields = contact_fields(list_ids=list_ids)
+        contacts = sample_contacts(list_ids=list_ids)
+        if segment_ids:
+            # Segments are read now, as the launch will read them.
+            found = audience_sample_ids(
+                list_ids=list_ids, segment_ids=segment_ids, limit=FIELD_SAMPLE
+            )
+            sampled = list(Contact.objects.filter(pk__in=found).order_by("pk"))
+            contacts = sampled[:SAMPLE_CONTACTS]
+            keys = {k for c in sampled if isinstance(c.attributes, dict) for k in c.attributes}
+            fields = [*fields[:2], *sorted(keys | set(fields[2:]))]
         if template is None:
             return JsonResponse({"slots": [], "fields": fields, "samples": [], "error": None})
         preview = message_preview(
             template=template,
             mapping=self._mapping_from(request.GET.get("mapping", "")),
-            contacts=sample_contacts(list_ids=list_ids),
+            contacts=contacts,
         )
         mapping = self._mapping_from(request.GET.get("mapping", ""))
         taps = quick_replies(template, mapping if isinstance(mapping, dict) else {})
