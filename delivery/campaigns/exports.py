@@ -10,7 +10,6 @@ its price at the rate card (``cost``, four decimals as every page writes it, and
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal
@@ -22,6 +21,7 @@ from campaigns.audience.rejects import spreadsheet_safe
 from campaigns.models import Campaign
 from delivery.campaigns.pricing import COST_PLACES, message_price_currency_sql, message_price_sql
 from delivery.models import Message
+from whatsblast.core.csv_lines import csv_line_writer
 
 # Rows fetched per round trip of the server-side cursor: ~1 MB of tuples.
 CHUNK_ROWS = 5_000
@@ -46,13 +46,6 @@ COLUMNS = (
     ("currency", "cost_currency"),
     ("wamid", "wamid"),
 )
-
-
-class _Echo:
-    """A file-like object whose ``write`` returns the line instead of storing it."""
-
-    def write(self, value: str) -> str:
-        return value
 
 
 def _cell(value: Any) -> str:
@@ -99,7 +92,7 @@ def campaign_results_csv(
     *, campaign: Campaign, extra: dict[str, Any] | None = None
 ) -> Iterator[str]:
     """CSV lines for ``campaign_results_rows``, one string per line."""
-    writer = csv.writer(_Echo())
+    writer = csv_line_writer()
     for row in campaign_results_rows(campaign=campaign, extra=extra):
         yield writer.writerow(row)
 

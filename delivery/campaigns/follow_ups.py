@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from campaigns.models import Campaign, CampaignStatus
+from delivery.campaigns.guard import GUARD_SETTINGS
 from delivery.segments.services import segment_match, segment_save
 
 
@@ -59,13 +60,7 @@ _COPIED = (
     "time_zone_attribute",
     "frequency_cap",
     "frequency_cap_defer",
-    "guard_enabled",
-    "guard_window_sends",
-    "guard_min_sample",
-    "guard_slow_rate",
-    "guard_pause_rate",
-    "guard_slow_per_second",
-    "guard_pause_quality",
+    *GUARD_SETTINGS,
 )
 
 

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from django.db.models.expressions import RawSQL
 from campaigns.audience.rejects import spreadsheet_safe
 from campaigns.models import Campaign, Contact, ContactList
 from delivery.segments.services import SegmentMatch, segment_compile, segment_match
+from whatsblast.core.csv_lines import csv_line_writer
 
 # The contacts the builder's live sample shows.
 SAMPLE_SIZE = 10
@@ -144,13 +144,6 @@ def _attribute_keys_of(queryset: QuerySet[Contact]) -> list[str]:
     return sorted(str(key) for key in keys)
 
 
-class _Echo:
-    """A file-like object whose ``write`` returns the line instead of storing it."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
 def _cell(value: Any) -> str:
     if value is None:
         return ""
@@ -184,6 +177,6 @@ def contacts_csv_rows(queryset: QuerySet[Contact]) -> Iterator[list[str]]:
 
 def contacts_csv(queryset: QuerySet[Contact]) -> Iterator[str]:
     """CSV lines of ``contacts_csv_rows``, one string per line, for a streamed response."""
-    writer = csv.writer(_Echo())
+    writer = csv_line_writer()
     for row in contacts_csv_rows(queryset):
         yield writer.writerow(row)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
 
-from campaigns.models import Campaign, ContactList, Segment
+from campaigns.models import Campaign, CampaignStatus, ContactList, Segment
 from delivery.segments.rules import (
     AllOf,
     AnyOf,
@@ -105,6 +106,19 @@ def segment_match(rules: object, *, sample: int = 0) -> SegmentMatch:
                 for pk, phone, user_id, name in cursor.fetchall()
             ]
     return SegmentMatch(int(count), rows)
+
+
+def segments_in_use(segments: Sequence[Segment]) -> list[str]:
+    """What keeps ``segments`` from being deleted: each draft or scheduled campaign that
+    includes or leaves one out (deleting it would change whom that campaign sends to)."""
+    pending = (CampaignStatus.DRAFT, CampaignStatus.SCHEDULED)
+    uses = []
+    for segment in segments:
+        for campaign in Campaign.objects.filter(status__in=pending, segments=segment):
+            uses.append(f"Campaign “{campaign}” ({campaign.status}) sends to “{segment}”")
+        for campaign in Campaign.objects.filter(status__in=pending, exclude_segments=segment):
+            uses.append(f"Campaign “{campaign}” ({campaign.status}) leaves out “{segment}”")
+    return uses
 
 
 def segment_save(*, name: str, rules: object, description: str = "") -> Segment:

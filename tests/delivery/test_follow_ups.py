@@ -209,7 +209,7 @@ def test_marketing_follows_up_from_the_report(sent) -> None:
     report = mia.get(reverse("admin:campaigns_campaign_report", args=[sent.pk]))
     page = report.content.decode()
     assert 'id="wb-follow-ups"' in page
-    assert "Those who delivered but not read" in page
+    assert "Delivered but not read" in page
     response = mia.post(
         reverse("admin:campaigns_campaign_follow_up", args=[sent.pk]),
         {"outcome": "read_no_reply"},

@@ -29,6 +29,7 @@ from campaigns.models import (
     ContactUpload,
     ListMembership,
     PhoneNumber,
+    Segment,
     Template,
 )
 from delivery.models import ApiKey, DeadLetter, Message, SupportAction
@@ -242,6 +243,13 @@ def build_ratecards() -> None:
     )
 
 
+def build_segments() -> None:
+    _bulk(
+        Segment,
+        (Segment(name=f"segment {i}", rules={"list": f"list {i}"}) for i in range(ROWS)),
+    )
+
+
 def build_groups() -> None:
     _bulk(Group, (Group(name=f"g{i}") for i in range(ROWS)))
 
@@ -255,6 +263,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "campaigns.contact": lambda: _contacts(ROWS),
     "campaigns.contactupload": build_contactuploads,
     "campaigns.ratecard": build_ratecards,
+    "campaigns.segment": build_segments,
     "delivery.message": lambda: _messages(ROWS),
     "delivery.deadletter": build_deadletters,
     "delivery.apikey": build_apikeys,

@@ -11,6 +11,7 @@ from whatsblast.admin import (  # noqa: F401 - imported for their registrations
     dead_letters,
     messages,
     numbers,
+    segments,
     site,
     uploads,
     webhooks,

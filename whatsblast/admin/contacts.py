@@ -1,4 +1,10 @@
-"""Contact lists and contacts in the admin."""
+"""Contact lists and contacts in the admin.
+
+The contacts list filters by a saved segment (``whatsblast.admin.segments``) and exports
+what it shows as CSV (``export.csv``, the list's own filters and search, streamed). A
+contact's page shows its lists and its latest messages, read through the customer page's
+selectors (``webhooks.customers``).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,13 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
-from django.urls import URLPattern, path
+from django.contrib.admin.options import IncorrectLookupParameters
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http.response import HttpResponseBase
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 
 from campaigns.audience.phone_search import phone_search_candidates
 from campaigns.models import (
@@ -16,9 +26,15 @@ from campaigns.models import (
     ContactList,
     ListMembership,
 )
-from whatsblast.admin.customer_links import customer_link
+from delivery.segments.admin_support import contacts_csv
+from webhooks.customers import customer_find, customer_messages
+from whatsblast.admin.customer_links import customer_link, customer_url
 from whatsblast.admin.pagination import LargeTableAdmin
+from whatsblast.admin.segments import SegmentListFilter  # registers the segment admin too
 from whatsblast.admin.uploads import contact_list_upload_view
+
+# The newest messages a contact's page shows (the customer page has the same cap).
+HISTORY_SHOWN = 50
 
 
 @admin.register(ContactList)
@@ -126,6 +142,8 @@ class ContactAdmin(LargeTableAdmin):
         "of a name."
     )
     ordering = ("phone", "user_id")
+    change_form_template = "admin/campaigns/contact/change_form.html"
+    actions = ("export_selected",)
     # Learnt from Meta's callbacks with the user id, never typed in.
     readonly_fields = (
         "customer_page",
@@ -155,3 +173,96 @@ class ContactAdmin(LargeTableAdmin):
         if bare and bare != search_term.strip():
             results |= queryset.filter(username__iexact=bare)
         return results, may_have_duplicates
+
+    def get_list_filter(self, request: HttpRequest) -> list[Any]:
+        filters = list(super().get_list_filter(request))
+        # The segments' names are theirs to see who may view segments.
+        if request.user.has_perm("campaigns.view_segment"):
+            filters.append(SegmentListFilter)
+        return filters
+
+    # --- the CSV export ---------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        return [
+            path(
+                "export.csv",
+                self.admin_site.admin_view(self.export_view),
+                name="campaigns_contact_export",
+            ),
+            *super().get_urls(),
+        ]
+
+    def export_view(self, request: HttpRequest) -> HttpResponseBase:
+        """The list as it is filtered and searched (the same query string), as CSV."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        try:
+            changelist = self.get_changelist_instance(request)
+        except IncorrectLookupParameters:
+            return HttpResponseRedirect(reverse("admin:campaigns_contact_changelist"))
+        return contacts_csv_response(changelist.queryset)
+
+    @admin.action(description="Export the selected contacts as CSV", permissions=["view"])
+    def export_selected(
+        self, request: HttpRequest, queryset: QuerySet[Contact]
+    ) -> HttpResponseBase:
+        return contacts_csv_response(queryset)
+
+    # --- a contact's page -----------------------------------------------------------------
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Contact | None = None,
+    ) -> HttpResponse:
+        if obj is not None and obj.pk is not None:
+            context.update(contact_page_context(request, obj))
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+
+def contacts_csv_response(queryset: QuerySet[Contact]) -> StreamingHttpResponse:
+    """``queryset`` as a CSV download, written as it is read (100,000 rows never sit in
+    memory)."""
+    response = StreamingHttpResponse(contacts_csv(queryset), content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().strftime("%Y%m%d-%H%M")
+    response["Content-Disposition"] = f'attachment; filename="contacts-{stamp}.csv"'
+    return response
+
+
+def contact_page_context(request: HttpRequest, contact: Contact) -> dict[str, Any]:
+    """The contact's lists and latest messages (as the customer page reads them)."""
+    user = request.user
+    may_see_lists = user.has_perm("campaigns.view_contactlist")
+    lists = [
+        {
+            "name": name,
+            "url": reverse("admin:campaigns_contactlist_change", args=[pk])
+            if may_see_lists
+            else "",
+        }
+        for pk, name in contact.lists.order_by("name").values_list("pk", "name")
+    ]
+    context: dict[str, Any] = {
+        "contact_lists": lists,
+        "customer_url": customer_url(contact.recipient),
+        "may_see_messages": user.has_perm("delivery.view_message"),
+        "may_see_campaigns": user.has_perm("campaigns.view_campaign"),
+        "history": [],
+        "history_count": 0,
+        "history_shown": HISTORY_SHOWN,
+    }
+    if not context["may_see_messages"]:
+        return context
+    customer = customer_find(contact.recipient)
+    if customer is None:
+        return context
+    sent = customer_messages(customer).select_related("campaign", "template")
+    history = list(sent[:HISTORY_SHOWN])
+    count = sent.count() if len(history) == HISTORY_SHOWN else len(history)
+    context.update({"history": history, "history_count": count, "history_total": f"{count:,}"})
+    return context

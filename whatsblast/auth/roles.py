@@ -1,10 +1,10 @@
 """The admin's roles: Django groups with exactly the permissions each job needs.
 
-- **Marketing** uploads contacts and manages lists and contacts, reads templates, numbers,
-  messages and the rate card (prices are the operators' to change), creates, edits and
-  launches campaigns.
-- **Support** reads messages, campaigns, contacts and webhook records, and decides dead
-  letters (requeue, discard).
+- **Marketing** uploads contacts and manages lists, segments and contacts, reads templates,
+  numbers, messages and the rate card (prices are the operators' to change), creates,
+  edits and launches campaigns.
+- **Support** reads messages, campaigns, contacts, segments and webhook records, and
+  decides dead letters (requeue, discard).
 - **Operators** hold every permission of the project's apps: numbers, accounts, API keys,
   templates, the queue dashboard and all of the above. Users and groups stay with
   superusers.
@@ -58,6 +58,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...] | str] = {
     MARKETING: (
         *_model("campaigns.contactlist", VIEW, ADD, CHANGE, DELETE),
         *_model("campaigns.contact", VIEW, ADD, CHANGE, DELETE),
+        *_model("campaigns.segment", VIEW, ADD, CHANGE, DELETE),
         *_model("campaigns.contactupload", VIEW, ADD),
         *_model("campaigns.template", VIEW),
         *_model("campaigns.phonenumber", VIEW),
@@ -71,6 +72,7 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...] | str] = {
         *_model("campaigns.campaign", VIEW),
         *_model("campaigns.contact", VIEW),
         *_model("campaigns.contactlist", VIEW),
+        *_model("campaigns.segment", VIEW),
         *_model("campaigns.phonenumber", VIEW),
         *_model("webhooks.webhookevent", VIEW),
         *_model("webhooks.unmatchedstatus", VIEW),

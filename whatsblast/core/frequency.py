@@ -23,7 +23,7 @@ class FrequencyCap:
     window: timedelta  # … in any rolling window this long
 
     def __str__(self) -> str:
-        """"1 marketing message per 7 days", "2 marketing messages per 12 hours"."""
+        """ "1 marketing message per 7 days", "2 marketing messages per 12 hours"."""
         hours = int(self.window.total_seconds() // 3600)
         count, unit = (hours // 24, "day") if hours % 24 == 0 else (hours, "hour")
         span = unit if count == 1 else f"{count} {unit}s"

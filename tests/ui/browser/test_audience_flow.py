@@ -152,9 +152,7 @@ def test_a_marketer_targets_launches_and_follows_up(
     draft = Campaign.objects.get(follow_up_of=campaign)
     chosen = wide.locator("#id_segments option:checked").all_inner_texts()
     assert chosen == [f"#{campaign.pk} Autumn sale: delivered but not read"]
-    assert wide.locator("#id_exclude_lists option:checked").all_inner_texts() == [
-        "do not disturb"
-    ]
+    assert wide.locator("#id_exclude_lists option:checked").all_inner_texts() == ["do not disturb"]
     assert wide.input_value("#id_frequency_cap") == "1/7d"
     screenshot(wide, "campaign-follow-up-draft.png", full_page=True)
 

@@ -103,7 +103,10 @@ def test_a_blocked_draft_is_shown_blocked_and_cannot_be_launched(
 
     blocked = page.locator(f".wb-together-card[data-campaign='{listless.pk}']")
     assert "blocked" in blocked.inner_text()
-    assert "Blocks the launch: The campaign has no contact list and no segment." in blocked.inner_text()
+    assert (
+        "Blocks the launch: The campaign has no contact list and no segment."
+        in blocked.inner_text()
+    )
     assert page.locator("#wb-together-confirm").count() == 0
     assert "Nothing was launched" in page.inner_text("#wb-together-refused")
     screenshot(page, "campaign-launch-together-blocked.png", full_page=True)
