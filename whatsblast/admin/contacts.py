@@ -39,7 +39,8 @@ HISTORY_SHOWN = 50
 
 @admin.register(ContactList)
 class ContactListAdmin(admin.ModelAdmin[ContactList]):
-    list_display = ("name", "created_at")
+    list_display = ("name", "suppression", "created_at")
+    list_filter = ("suppression",)
     search_fields = ("name",)
     ordering = ("name",)
     readonly_fields = ("member_count", "created_at")

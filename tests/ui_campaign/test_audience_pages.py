@@ -47,3 +47,26 @@ def test_the_preview_renders_a_segments_contacts_and_offers_its_columns() -> Non
     # segment changes nothing (the pre-flight names it).
     assert [s["name"] for s in data["samples"]] == ["Ana", "Bia", "Caio"]
     assert data["fields"] == ["name", "phone", "city", "tier"]
+
+
+def test_marketing_marks_a_list_as_a_suppression_list_and_every_campaign_leaves_it_out() -> None:
+    from campaigns.models import ContactList
+    from delivery.campaigns.preflight import campaign_preflight
+    from tests.factories import make_campaign
+
+    staff = make_contact_list(name="staff")
+    customers = make_contact_list(name="customers")
+    make_contact(phone="+5511900000001", name="Ana", contact_list=customers)
+    make_contact(phone="+5511900000002", name="Bia", contact_list=staff)
+    mia = Client()
+    mia.force_login(role_user(MARKETING))
+    url = reverse("admin:campaigns_contactlist_change", args=[staff.pk])
+    assert 'name="suppression"' in mia.get(url).content.decode()
+    response = mia.post(url, {"name": "staff", "description": "", "suppression": "on"})
+    assert response.status_code == 302
+    assert ContactList.objects.get(pk=staff.pk).suppression
+    listing = mia.get(reverse("admin:campaigns_contactlist_changelist") + "?suppression__exact=1")
+    assert "staff" in listing.content.decode() and "customers" not in listing.content.decode()
+    report = campaign_preflight(campaign=make_campaign(lists=[customers, staff]))
+    assert report.left_out == {"suppression list staff": 1}
+    assert report.audience == 1
