@@ -13,12 +13,15 @@ campaign"; each puts ``Audience.condition`` (over the contact alias ``c``) into 
 statement and binds ``Audience.params`` beside its own, so a new way to choose recipients
 is added here once.
 
-Why this SQL: the lists are one ``c.id IN (SELECT … = ANY(lists))`` over the membership
-table's (list, contact) index, read once and hashed, so a contact on two lists is one
-recipient; each segment is its own condition (``delivery.segments.sql``, every value
-bound, its parameters prefixed per segment so several share a statement) joined by OR. An
-exclusion is one more such condition in the skip reason's CASE, so leaving people out
-costs a hashed lookup per row, not a second pass.
+Why this SQL: the lists are one ``EXISTS (… = ANY(lists) AND contact = c.id)``: alone,
+PostgreSQL makes it a semi-join that reads the lists' entries once, so a contact on two
+lists is one recipient; each segment is its own condition (``delivery.segments.sql``,
+every value bound, its parameters prefixed per segment so several share a statement)
+joined by OR, where the EXISTS becomes an index probe per contact (the membership table's
+(list, contact) index). An exclusion is one more such condition in the skip reason's
+CASE: a probe per row, not a second pass. (``IN (SELECT …)`` under OR degrades to a scan
+of the whole list per contact once the list outgrows ``work_mem``: see
+``delivery.segments.sql``.)
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ LEFT_OUT_LIST = "left out: list"
 LEFT_OUT_SEGMENT = "left out: segment"
 
 _IN_LIST = (
-    "c.id IN (SELECT contact_id FROM campaigns_listmembership WHERE contact_list_id = %({name})s)"
+    "EXISTS (SELECT 1 FROM campaigns_listmembership AS lm"
+    " WHERE lm.contact_list_id = %({name})s AND lm.contact_id = c.id)"
 )
 
 
@@ -76,8 +80,8 @@ def _included(list_ids: Sequence[int], segments: Sequence[Segment], params: dict
     included: list[str] = []
     if list_ids:
         included.append(
-            "c.id IN (SELECT contact_id FROM campaigns_listmembership"
-            " WHERE contact_list_id = ANY(%(audience_list_ids)s))"
+            "EXISTS (SELECT 1 FROM campaigns_listmembership AS lm"
+            " WHERE lm.contact_list_id = ANY(%(audience_list_ids)s) AND lm.contact_id = c.id)"
         )
         params["audience_list_ids"] = list(list_ids)
     for index, segment in enumerate(segments):

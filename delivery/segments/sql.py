@@ -14,10 +14,15 @@ Why each shape:
   not match (and under ``not`` does).
 * ``ne`` is "not equal", so a contact without the attribute matches it (``IS DISTINCT
   FROM``), as a marketer reading "city is not São Paulo" expects.
-* List membership, a campaign's outcome and recent marketing are ``c.id IN (SELECT …)``
-  over an index (list membership by list, a campaign's messages by campaign): PostgreSQL
-  reads each set once and hashes it, whatever the number of contacts. The subqueries drop
-  NULL contact ids, without which ``NOT (c.id IN …)`` would be NULL for everyone.
+* List membership, a campaign's outcome and recent marketing are ``EXISTS (… = c.id)``.
+  Alone or under AND, PostgreSQL turns it into a semi-join and reads the set once (the
+  list's entries, the campaign's messages); under OR or NOT it probes an index per contact
+  (membership by list and contact, messages by contact), a few microseconds each, however
+  large the set. ``c.id IN (SELECT …)`` was the first form: under OR, a set larger than
+  ``work_mem`` cannot be hashed and PostgreSQL re-ran the subquery for every contact,
+  scanning the set each time (a million-entry list OR a segment: a launch still running
+  after eight minutes, against 2.2 s hashed and 3.5 s probed). EXISTS is never NULL, so
+  ``NOT`` of it needs no care for NULL ids.
 * Replies are matched to the contact as the customer page matches them (phone or user id)
   on the webhooks' inbound table, named here as text: the launch, which uses segments,
   sits below the webhooks app and cannot import it.
@@ -110,18 +115,19 @@ def _condition(rule: Rule, params: _Params, list_ids: dict[str, int], path: str)
         if rule.list_name not in list_ids:
             raise RuleError(f"{path}.list", f"no contact list is named {rule.list_name!r}")
         return (
-            "c.id IN (SELECT contact_id FROM campaigns_listmembership"
-            f" WHERE contact_list_id = {params.bind(list_ids[rule.list_name])})"
+            "EXISTS (SELECT 1 FROM campaigns_listmembership AS lm"
+            f" WHERE lm.contact_list_id = {params.bind(list_ids[rule.list_name])}"
+            " AND lm.contact_id = c.id)"
         )
     if isinstance(rule, CampaignOutcome):
         return _outcome(rule, params)
     if isinstance(rule, MarketingWithin):
         return (
-            "c.id IN (SELECT m.contact_id FROM delivery_message AS m"
+            "EXISTS (SELECT 1 FROM delivery_message AS m"
             " JOIN campaigns_template AS t ON t.id = m.template_id"
-            f" WHERE m.kind = '{MessageKind.CAMPAIGN}' AND t.category = 'MARKETING'"
-            f" AND m.sent_at >= now() - make_interval(days => {params.bind(rule.days)})"
-            " AND m.contact_id IS NOT NULL)"
+            f" WHERE m.contact_id = c.id AND m.kind = '{MessageKind.CAMPAIGN}'"
+            " AND t.category = 'MARKETING'"
+            f" AND m.sent_at >= now() - make_interval(days => {params.bind(rule.days)}))"
         )
     raise TypeError(f"not a rule: {rule!r}")  # pragma: no cover - the union is exhaustive
 
@@ -136,15 +142,15 @@ def _outcome(rule: CampaignOutcome, params: _Params) -> str:
         )
     if rule.outcome == "opted_out":
         return (
-            "c.opted_out_at IS NOT NULL AND c.id IN (SELECT m.contact_id FROM delivery_message"
-            f" AS m WHERE m.campaign_id = {campaign} AND m.contact_id IS NOT NULL"
-            " AND m.sent_at IS NOT NULL AND m.sent_at <= c.opted_out_at)"
+            "(c.opted_out_at IS NOT NULL AND EXISTS (SELECT 1 FROM delivery_message AS m"
+            f" WHERE m.contact_id = c.id AND m.campaign_id = {campaign}"
+            " AND m.sent_at IS NOT NULL AND m.sent_at <= c.opted_out_at))"
         )
     statuses = params.bind(list(_OUTCOME_STATUSES[rule.outcome]))
     return (
-        "c.id IN (SELECT m.contact_id FROM delivery_message AS m"
-        f" WHERE m.campaign_id = {campaign} AND m.status = ANY({statuses})"
-        " AND m.contact_id IS NOT NULL)"
+        "EXISTS (SELECT 1 FROM delivery_message AS m"
+        f" WHERE m.contact_id = c.id AND m.campaign_id = {campaign}"
+        f" AND m.status = ANY({statuses}))"
     )
 
 
