@@ -162,7 +162,7 @@ def _setup(run: str, contacts: int) -> dict[str, Any]:
                    jsonb_build_object(
                        'city', (%(cities)s::text[])[1 + (g * 7) %% 20],
                        'plan', (ARRAY['gold', 'silver', 'bronze'])[1 + g %% 3],
-                       'total_spent', ((g * 7919) %% 1000)::text,
+                       'total_spent', ((g::bigint * 7919) %% 1000)::text,
                        'joined', (date '2024-01-01' + (g %% 700))::text),
                    now(), now()
               FROM generate_series(1, %(n)s) AS g
