@@ -192,7 +192,22 @@ def plan_of(sql: str, params: Any) -> str:
     ],
 )
 def test_a_query_by_status_reaches_its_index(name: str, sql: str, params: Any, index: str) -> None:
-    plan = plan_of(sql, params)
+    # On the test's near-empty table the planner prices the indexes alike, and which one it
+    # takes followed the statistics earlier tests left (CI once took the campaign/status
+    # index for three of these). What is asserted is that the query's conditions reach
+    # its index: the other plain indexes are dropped inside a savepoint, rolled back after.
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT i.relname FROM pg_index AS x JOIN pg_class AS i ON i.oid = x.indexrelid"
+                " WHERE x.indrelid = 'delivery_message'::regclass AND NOT x.indisunique"
+                " AND NOT x.indisprimary AND NOT (i.relname = ANY(%s))",
+                [index.split("|")],
+            )
+            for (other,) in cursor.fetchall():
+                cursor.execute(f'DROP INDEX "{other}"')
+        plan = plan_of(sql, params)
+        transaction.set_rollback(True)
     # "Index Scan using <index> on delivery_message" or "Bitmap Index Scan on <index>".
     assert re.search(rf"(using|Bitmap Index Scan on) ({index})\b", plan), f"{name}:\n{plan}"
 
