@@ -27,7 +27,7 @@ of the whole list per contact once the list outgrows ``work_mem``: see
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
@@ -67,7 +67,6 @@ class Audience:
     exclusions: tuple[Exclusion, ...] = ()
     list_ids: tuple[int, ...] = ()
     segment_names: tuple[str, ...] = ()
-    reasons: tuple[str, ...] = field(default=())
 
     @property
     def empty(self) -> bool:
@@ -145,7 +144,6 @@ def campaign_audience(campaign: Campaign) -> Audience:
         exclusions=tuple(exclusions),
         list_ids=list_ids,
         segment_names=tuple(s.name for s in segments),
-        reasons=tuple(e.reason[:200] for e in exclusions),
     )
 
 
