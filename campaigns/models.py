@@ -160,6 +160,9 @@ class HeaderFormat(models.TextChoices):
     VIDEO = "VIDEO", "Video"
     DOCUMENT = "DOCUMENT", "Document"
     LOCATION = "LOCATION", "Location"
+    # A catalogue product (single-product templates, product-card carousels): the send
+    # names it by its SKU (``product_retailer_id``) and catalogue id.
+    PRODUCT = "PRODUCT", "Product"
 
 
 class Template(models.Model):
@@ -197,6 +200,13 @@ class Template(models.Model):
     # [{"index": 0, "type": "URL", "text": "Shop", "url": ".../{{1}}", "sub_type": "url",
     #   "param": "required", "example": "summer"}]; see campaigns.catalogue.components.
     buttons = models.JSONField(default=list, blank=True)
+    # A carousel's cards as parsed, each a header, body and buttons in the shape above:
+    # [{"header_format": "IMAGE", "header_example": "...", "body_text": "...",
+    #   "body_param_count": 1, "body_param_names": [], "body_examples": ["..."],
+    #   "buttons": [...]}]; [] for templates without a carousel.
+    cards = models.JSONField(default=list, blank=True)
+    # A limited-time offer: {"text": "Expiring offer!", "has_expiration": true}; {} if none.
+    offer = models.JSONField(default=dict, blank=True)
     # Meta's components as last listed (or as typed in the admin).
     components = models.JSONField(default=list, blank=True)
     # Set by the catalogue sync: when Meta last listed it, and when it stopped listing it
@@ -227,6 +237,7 @@ class Template(models.Model):
             HeaderFormat.VIDEO,
             HeaderFormat.DOCUMENT,
             HeaderFormat.LOCATION,
+            HeaderFormat.PRODUCT,
         )
 
 

@@ -1,20 +1,25 @@
 """Meta's template ``components`` → the parameters a send must supply (pure, no I/O).
 
 A template as ``GET /{waba_id}/message_templates`` lists it carries up to one HEADER
-(TEXT, IMAGE, VIDEO, DOCUMENT or LOCATION), one BODY, an optional FOOTER and one BUTTONS
-component. What a campaign needs from them:
+(TEXT, IMAGE, VIDEO, DOCUMENT, LOCATION or PRODUCT), one BODY, an optional FOOTER, one
+BUTTONS component, and for Meta's marketing formats a CAROUSEL (2 to 10 cards, each a
+header, an optional body and buttons) or a LIMITED_TIME_OFFER. What a campaign needs:
 
 * the header: its format and, for a TEXT header, its placeholder (``{{1}}`` or
-  ``{{name}}``); a media header always takes one parameter (a link or an uploaded media id);
+  ``{{name}}``); a media header takes a link or an uploaded media id, a PRODUCT header
+  a product's SKU (and the catalogue id, ``mapping["catalog"]``);
 * the body: positional ``{{1}}..{{n}}`` (a count) or named ``{{first_name}}`` (the names),
   with Meta's examples (``example.body_text`` / ``example.body_text_named_params``);
-* the buttons, by index: a quick reply may carry a payload, a URL button whose url ends in
-  ``{{1}}`` needs its suffix; other kinds need nothing, or a parameter campaigns cannot
-  fill (copy code, one-time password, catalogue).
+* the buttons, by index, and what each takes at send time (``BUTTON_ROLES``): a quick
+  reply's payload, a dynamic URL's suffix, a coupon code, a Flow's token, a catalogue's or
+  multi-product message's thumbnail SKU; the others (phone number, voice call, request
+  contact info, a card's View button) nothing;
+* each card of a carousel, parsed like the template itself;
+* a limited-time offer's text and whether it expires (then each send gives its expiry).
 
-Whether this version can send the template at all (carousels, limited-time offers, button
-kinds and header formats the send path does not build) is
-``campaigns.catalogue.sendable.components_unsupported``; its reasons lead ``problems``.
+Whether this version can send the template at all (a header format or button kind Meta
+adds later) is ``campaigns.catalogue.sendable.components_unsupported``; its reasons lead
+``problems``.
 """
 
 from __future__ import annotations
@@ -34,9 +39,19 @@ from campaigns.catalogue.params import (
 from campaigns.catalogue.sendable import components_unsupported
 from campaigns.models import HeaderFormat
 
-# Button kinds whose send-time parameter the client does not build (see
-# delivery.cloud.client.build_components): Meta refuses a send without it.
-_UNSUPPORTED_BUTTONS = frozenset({"COPY_CODE", "OTP", "CATALOG", "MPM", "SPM"})
+CARD_HEADER_FORMATS = frozenset({HeaderFormat.IMAGE, HeaderFormat.VIDEO, HeaderFormat.PRODUCT})
+
+# Button type -> (the send's sub_type, what its parameter is). Kinds not here take nothing
+# at send time (PHONE_NUMBER, VOICE_CALL, REQUEST_CONTACT_INFO, SPM, a static URL).
+BUTTON_ROLES: dict[str, tuple[str, str]] = {
+    "QUICK_REPLY": ("quick_reply", PARAM_OPTIONAL),  # its payload
+    "COPY_CODE": ("copy_code", PARAM_REQUIRED),  # the coupon code, at most 15 characters
+    "FLOW": ("flow", PARAM_OPTIONAL),  # the flow_token ("unused" when not mapped)
+    "CATALOG": ("catalog", PARAM_OPTIONAL),  # the thumbnail's SKU
+    "MPM": ("mpm", PARAM_REQUIRED),  # the thumbnail's SKU; the products in mapping["sections"]
+}
+# One-time-password buttons belong to authentication templates, sent by the API only.
+_UNSUPPORTED_BUTTONS = frozenset({"OTP"})
 
 
 @dataclass(frozen=True)
@@ -50,6 +65,8 @@ class ParsedTemplate:
     body_param_names: list[str] = field(default_factory=list)
     body_examples: list[str] | dict[str, str] = field(default_factory=list)
     buttons: list[dict[str, Any]] = field(default_factory=list)
+    cards: list[dict[str, Any]] = field(default_factory=list)
+    offer: dict[str, Any] = field(default_factory=dict)
     # Reasons a campaign cannot use the template as Meta returned it (kept, not raised:
     # the catalogue records every template, usable or not).
     problems: list[str] = field(default_factory=list)
@@ -57,6 +74,33 @@ class ParsedTemplate:
 
 def components_parse(components: Any) -> ParsedTemplate:
     """Parse Meta's ``components`` list; unknown or malformed parts are ignored, not fatal."""
+    problems = components_unsupported(components)
+    part = _part_parse(components, problems)
+    cards: list[dict[str, Any]] = []
+    offer: dict[str, Any] = {}
+    for component in components if isinstance(components, list) else ():
+        if not isinstance(component, dict):
+            continue
+        kind = str(component.get("type", "")).upper()
+        if kind == "CAROUSEL":
+            cards = [
+                _card_parse(card, problems)
+                for card in component.get("cards") or ()
+                if isinstance(card, dict)
+            ]
+            if not 1 <= len(cards) <= 10:
+                problems.append(f"a carousel has 1 to 10 cards, this one has {len(cards)}")
+        elif kind == "LIMITED_TIME_OFFER":
+            lto = _dict(component.get("limited_time_offer"))
+            offer = {
+                "text": str(lto.get("text") or "")[:200],
+                "has_expiration": lto.get("has_expiration") is True,
+            }
+    return ParsedTemplate(**part, cards=cards, offer=offer, problems=problems)
+
+
+def _part_parse(components: Any, problems: list[str]) -> dict[str, Any]:
+    """The header, body and buttons of a template, or of one carousel card."""
     header: dict[str, Any] = {}
     body: dict[str, Any] = {}
     buttons: list[dict[str, Any]] = []
@@ -70,11 +114,27 @@ def components_parse(components: Any) -> ParsedTemplate:
             body = component
         elif kind == "BUTTONS":
             buttons = [b for b in component.get("buttons") or () if isinstance(b, dict)]
-    problems = components_unsupported(components)
-    header_fields = _header_parse(header, problems)
-    body_fields = _body_parse(body, problems)
-    parsed_buttons = [_button_parse(index, button) for index, button in enumerate(buttons)]
-    return ParsedTemplate(**header_fields, **body_fields, buttons=parsed_buttons, problems=problems)
+    return {
+        **_header_parse(header, problems),
+        **_body_parse(body, problems),
+        "buttons": [_button_parse(index, button) for index, button in enumerate(buttons)],
+    }
+
+
+def _card_parse(card: dict[str, Any], problems: list[str]) -> dict[str, Any]:
+    """One carousel card: the fields of ``ParsedTemplate`` that a card has."""
+    part = _part_parse(card.get("components"), problems)
+    if part.get("header_format", HeaderFormat.NONE) not in CARD_HEADER_FORMATS:
+        problems.append("each carousel card has an image, video or product header")
+    return {
+        "header_format": part.get("header_format", HeaderFormat.NONE),
+        "header_example": part.get("header_example", ""),
+        "body_text": part.get("body_text", ""),
+        "body_param_count": part.get("body_param_count", 0),
+        "body_param_names": part.get("body_param_names", []),
+        "body_examples": part.get("body_examples", []),
+        "buttons": part["buttons"],
+    }
 
 
 def _header_parse(header: dict[str, Any], problems: list[str]) -> dict[str, Any]:
@@ -82,9 +142,11 @@ def _header_parse(header: dict[str, Any], problems: list[str]) -> dict[str, Any]
         return {}
     fmt = str(header.get("format") or "TEXT").upper()
     if fmt not in HeaderFormat.values or fmt == HeaderFormat.NONE:
-        # A PRODUCT or GIF header: components_unsupported gave the reason.
+        # A GIF header, or a format Meta adds later: components_unsupported says so.
         return {"header_format": HeaderFormat.NONE}
     example = _dict(header.get("example"))
+    if fmt == HeaderFormat.PRODUCT:
+        return {"header_format": fmt}
     if fmt != HeaderFormat.TEXT:
         handles = example.get("header_handle") or example.get("header_url") or []
         return {"header_format": fmt, "header_example": _first_str(handles)}
@@ -141,9 +203,7 @@ def _button_parse(index: int, button: dict[str, Any]) -> dict[str, Any]:
         "param": PARAM_NONE,
         "example": "",
     }
-    if kind == "QUICK_REPLY":
-        parsed.update(sub_type="quick_reply", param=PARAM_OPTIONAL)
-    elif kind == "URL":
+    if kind == "URL":
         url = str(button.get("url") or "")
         parsed["url"] = url
         if PLACEHOLDER_RE.search(url):
@@ -153,6 +213,16 @@ def _button_parse(index: int, button: dict[str, Any]) -> dict[str, Any]:
                 param=PARAM_REQUIRED,
                 example=_first_str(example) if isinstance(example, list) else str(example or ""),
             )
+    elif kind in BUTTON_ROLES:
+        sub_type, param = BUTTON_ROLES[kind]
+        example = button.get("example")
+        parsed.update(
+            sub_type=sub_type,
+            param=param,
+            example=_first_str(example) if isinstance(example, list) else str(example or ""),
+        )
+        if kind == "FLOW":
+            parsed["flow_id"] = str(button.get("flow_id") or "")
     elif kind in _UNSUPPORTED_BUTTONS:
         parsed["param"] = PARAM_UNSUPPORTED
     return parsed

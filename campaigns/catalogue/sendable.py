@@ -4,13 +4,13 @@
 ``BODY``, ``FOOTER``, ``BUTTONS``, ``CAROUSEL``, ``LIMITED_TIME_OFFER``,
 ``CALL_PERMISSION_REQUEST``), by header format and by button type (QUICK_REPLY, URL,
 PHONE_NUMBER, COPY_CODE, OTP, FLOW, CATALOG, MPM, SPM, VOICE_CALL, REQUEST_CONTACT_INFO).
-The send path (``delivery.cloud.client.build_components``) builds a text, image, video or
-document header, the body, a quick reply's payload and a URL button's suffix; a static URL
-or phone-number button needs nothing at send time. Anything else would go out without its
-component and be refused by Meta on the campaign's first send (a carousel's cards, a
-limited-time offer's expiry, a coupon code), so a template holding it is unusable here,
-with the reason, and any kind Meta adds later is unusable until someone teaches the send
-path to build it.
+The send path (``delivery.cloud.client.build_components``) builds every one of them a
+campaign can send: text, media and product headers, the body, carousel cards, a
+limited-time offer's expiry and each button's parameter. A one-time-password button
+belongs to authentication templates, which only the transactional API sends. Anything
+else (a GIF header, a kind Meta adds later) would go out without its component and be
+refused by Meta on the campaign's first send, so a template holding it is unusable here,
+with the reason, until someone teaches the send path to build it.
 """
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from typing import Any
 from campaigns.models import Template
 
 # Top-level components a send can satisfy (FOOTER never takes a parameter).
-SENDABLE_COMPONENTS = frozenset({"HEADER", "BODY", "FOOTER", "BUTTONS"})
-SENDABLE_HEADER_FORMATS = frozenset({"TEXT", "IMAGE", "VIDEO", "DOCUMENT"})
-SENDABLE_BUTTONS = frozenset({"QUICK_REPLY", "URL", "PHONE_NUMBER"})
+SENDABLE_COMPONENTS = frozenset(
+    {"HEADER", "BODY", "FOOTER", "BUTTONS", "CAROUSEL", "LIMITED_TIME_OFFER",
+     "CALL_PERMISSION_REQUEST"}
+)  # fmt: skip
+SENDABLE_HEADER_FORMATS = frozenset({"TEXT", "IMAGE", "VIDEO", "DOCUMENT", "PRODUCT"})
+SENDABLE_BUTTONS = frozenset(
+    {"QUICK_REPLY", "URL", "PHONE_NUMBER", "COPY_CODE", "FLOW", "CATALOG", "MPM", "SPM",
+     "VOICE_CALL", "REQUEST_CONTACT_INFO"}
+)  # fmt: skip
 
-# How a person calls the template kinds a top-level component makes.
-_TEMPLATE_KINDS = {
-    "CAROUSEL": "carousel",
-    "LIMITED_TIME_OFFER": "limited-time-offer",
-    "CALL_PERMISSION_REQUEST": "call-permission-request",
-}
 LOCATION_HEADER = "a location header needs a parameter campaigns cannot send"
 
 
@@ -50,6 +50,10 @@ def components_unsupported(components: Any) -> list[str]:
             for button in component.get("buttons") or ():
                 if isinstance(button, dict):
                     reasons.extend(_button_unsupported(str(button.get("type") or "")))
+        elif kind == "CAROUSEL":
+            for card in component.get("cards") or ():
+                if isinstance(card, dict):
+                    reasons.extend(components_unsupported(card.get("components")))
         elif kind not in SENDABLE_COMPONENTS:
             reasons.append(_component_reason(kind))
     return list(dict.fromkeys(reasons))
@@ -67,9 +71,6 @@ def template_unusable_reasons(template: Template) -> list[str]:
 
 
 def _component_reason(kind: str) -> str:
-    name = _TEMPLATE_KINDS.get(kind)
-    if name:
-        return f"{name} templates are not supported yet"
     return f"templates with a {kind or 'nameless'} component are not supported yet"
 
 

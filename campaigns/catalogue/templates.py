@@ -70,6 +70,8 @@ def template_add(
         header_format=parsed.header_format,
         header_example=parsed.header_example,
         buttons=parsed.buttons,
+        cards=parsed.cards,
+        offer=parsed.offer,
         components=components,
     )
     template.full_clean()

@@ -26,6 +26,7 @@ from django.conf import settings
 from requests.adapters import HTTPAdapter
 
 from whatsblast.core.secrets import Secret
+from whatsblast.core.template_values import offer_expiry_ms, sku_list
 
 # Pooled connections per host; also the ceiling of ``send_batch`` concurrency.
 DEFAULT_POOL_SIZE = 256
@@ -176,7 +177,45 @@ def build_message_body(req: SendRequest) -> dict[str, Any]:
 
 
 def build_components(params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Our params (header / body / buttons) as Meta's template ``components`` list."""
+    """Our params as Meta's template ``components`` list.
+
+    Header, body, a limited-time offer's expiry, a carousel's cards (each with its own
+    header, body and buttons) and the buttons, in the order Meta's examples give them.
+    """
+    components = _part_components(params, buttons=False)
+    offer = params.get("offer")
+    if offer:
+        expires = offer_expiry_ms(str(offer["expires"]))
+        if expires is None:
+            raise ValueError(f"offer expiry {offer['expires']!r} is not a date and time")
+        components.append(
+            {
+                "type": "limited_time_offer",
+                "parameters": [
+                    {
+                        "type": "limited_time_offer",
+                        "limited_time_offer": {"expiration_time_ms": expires},
+                    }
+                ],
+            }
+        )
+    cards = params.get("cards")
+    if cards:
+        components.append(
+            {
+                "type": "carousel",
+                "cards": [
+                    {"card_index": index, "components": _part_components(card, buttons=True)}
+                    for index, card in enumerate(cards)
+                ],
+            }
+        )
+    for button in params.get("buttons") or ():
+        components.append(_button_component(button))
+    return components
+
+
+def _part_components(params: dict[str, Any], *, buttons: bool) -> list[dict[str, Any]]:
     components: list[dict[str, Any]] = []
     header = params.get("header")
     if header:
@@ -186,8 +225,8 @@ def build_components(params: dict[str, Any]) -> list[dict[str, Any]]:
     body = params.get("body")
     if body:
         components.append({"type": "body", "parameters": _body_parameters(body)})
-    for button in params.get("buttons") or ():
-        components.append(_button_component(button))
+    if buttons:
+        components.extend(_button_component(button) for button in params.get("buttons") or ())
     return components
 
 
@@ -199,6 +238,14 @@ def _header_parameter(header: dict[str, Any]) -> dict[str, Any]:
         if header.get("name"):  # a named header placeholder
             parameter["parameter_name"] = str(header["name"])
         return parameter
+    if kind == "product":
+        return {
+            "type": "product",
+            "product": {
+                "product_retailer_id": value,
+                "catalog_id": str(header.get("catalog_id") or ""),
+            },
+        }
     if kind not in ("image", "video", "document"):
         raise ValueError(f"unsupported header type {kind!r}")
     # An all-digit value is a media id from Meta's upload endpoint; anything else a link.
@@ -218,10 +265,31 @@ def _body_parameters(body: list[Any] | dict[str, Any]) -> list[dict[str, Any]]:
 def _button_component(button: dict[str, Any]) -> dict[str, Any]:
     sub_type = button["sub_type"]
     value = str(button["value"])
+    parameter: dict[str, Any]
     if sub_type == "quick_reply":
         parameter = {"type": "payload", "payload": value}
     elif sub_type == "url":
         parameter = {"type": "text", "text": value}
+    elif sub_type == "copy_code":
+        parameter = {"type": "coupon_code", "coupon_code": value}
+    elif sub_type == "flow":
+        parameter = {"type": "action", "action": {"flow_token": value}}
+    elif sub_type == "catalog":
+        parameter = {"type": "action", "action": {"thumbnail_product_retailer_id": value}}
+    elif sub_type == "mpm":
+        sections = [
+            {
+                "title": str(section["title"]),
+                "product_items": [
+                    {"product_retailer_id": sku} for sku in sku_list(str(section["items"]))
+                ],
+            }
+            for section in button.get("sections") or ()
+        ]
+        parameter = {
+            "type": "action",
+            "action": {"thumbnail_product_retailer_id": value, "sections": sections},
+        }
     else:
         raise ValueError(f"unsupported button sub_type {sub_type!r}")
     # Meta's examples send the index as a string.

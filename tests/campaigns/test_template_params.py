@@ -55,9 +55,9 @@ NAMED_TEXT_HEADER = [
     {"type": "HEADER", "format": "TEXT", "text": "News from {{shop}}"},
     {"type": "BODY", "text": "Hi {{first_name}}"},
 ]
-COPY_CODE = [
+OTP_BUTTON = [
     {"type": "BODY", "text": "Your code"},
-    {"type": "BUTTONS", "buttons": [{"type": "COPY_CODE", "example": "X"}]},
+    {"type": "BUTTONS", "buttons": [{"type": "OTP", "otp_type": "COPY_CODE"}]},
 ]
 
 
@@ -135,8 +135,8 @@ def test_a_header_for_a_template_without_one_is_refused() -> None:
 
 def test_templates_with_parameters_campaigns_cannot_fill_are_refused() -> None:
     account = make_account()
-    with pytest.raises(ParamMappingError, match="COPY_CODE buttons are not supported yet"):
-        mapping_validate(catalogue_template(account, "code", COPY_CODE), {"body": {}})
+    with pytest.raises(ParamMappingError, match="OTP buttons are not supported yet"):
+        mapping_validate(catalogue_template(account, "code", OTP_BUTTON), {"body": {}})
     location = catalogue_template(
         account, "where", [{"type": "HEADER", "format": "LOCATION"}, {"type": "BODY", "text": "x"}]
     )
@@ -403,22 +403,50 @@ def test_the_slots_a_form_offers_are_exactly_the_templates_params() -> None:
     template = catalogue_template(make_account(), "sale", components)
     assert template_param_slots(template) == [
         {
+            "path": ["header"],
+            "label": "Header (image link or media id)",
             "section": "header",
             "key": None,
             "required": True,
             "kind": "image link or media id",
             "example": "4::aW1n",
         },
-        {"section": "body", "key": "1", "required": True, "kind": "text", "example": "Ana"},
-        {"section": "body", "key": "2", "required": True, "kind": "text", "example": "5%"},
         {
+            "path": ["body", "1"],
+            "label": "Body {{1}}",
+            "section": "body",
+            "key": "1",
+            "required": True,
+            "kind": "text",
+            "example": "Ana",
+        },
+        {
+            "path": ["body", "2"],
+            "label": "Body {{2}}",
+            "section": "body",
+            "key": "2",
+            "required": True,
+            "kind": "text",
+            "example": "5%",
+        },
+        {
+            "path": ["buttons", "0"],
+            "label": "Button 0 (quick reply payload, optional)",
             "section": "buttons",
             "key": "0",
             "required": False,
             "kind": "quick reply payload, optional",
             "example": "",
         },
-        {"section": "buttons", "key": "1", "required": True, "kind": "url suffix", "example": ""},
+        {
+            "path": ["buttons", "1"],
+            "label": "Button 1 (url suffix)",
+            "section": "buttons",
+            "key": "1",
+            "required": True,
+            "kind": "url suffix",
+            "example": "",
+        },
     ]
 
 

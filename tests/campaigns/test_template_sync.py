@@ -132,8 +132,8 @@ def test_positional_params_media_header_and_buttons() -> None:
         ([{"type": "BODY", "text": "{{1}} and {{name}}"}], "mixes positional"),
         ([{"type": "BODY", "text": "{{1}} and {{3}}"}], "without gaps"),
         (
-            [{"type": "BUTTONS", "buttons": [{"type": "COPY_CODE", "example": "250FF"}]}],
-            "COPY_CODE buttons are not supported yet",
+            [{"type": "BUTTONS", "buttons": [{"type": "OTP", "otp_type": "COPY_CODE"}]}],
+            "OTP buttons are not supported yet",
         ),
         ([{"type": "HEADER", "format": "TEXT", "text": "{{1}} {{2}}"}], "one parameter"),
     ],
