@@ -225,8 +225,47 @@ def messaging_limit_field(version: str) -> str:
 @dataclass
 class ButtonSpec:
     index: int
-    sub_type: str  # quick_reply | url
+    sub_type: str  # the type in lower case: quick_reply, url, copy_code, flow, mpm, spm, ...
     dynamic: bool  # a URL button whose url has a {{1}} suffix
+
+    @property
+    def required(self) -> bool:
+        """Whether a send must carry this button's component (Meta: 132000 without)."""
+        return self.dynamic or self.sub_type in ("copy_code", "mpm")
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """The header, body and buttons of a template or of one carousel card."""
+
+    header_format: str | None  # None (no header parameter), text, image, ..., product
+    header_placeholder: str
+    body_placeholders: list[str]
+    buttons: list[ButtonSpec]
+
+
+def part_spec(components: Any) -> PartSpec:
+    header_format: str | None = None
+    header_placeholder = ""
+    body: list[str] = []
+    buttons: list[ButtonSpec] = []
+    for component in components if isinstance(components, list) else ():
+        kind = str(component.get("type", "")).upper()
+        if kind == "HEADER":
+            fmt = str(component.get("format", "TEXT")).lower()
+            found = _PLACEHOLDER.findall(component.get("text", ""))
+            header_placeholder = str(found[0]) if found else ""
+            header_format = fmt if fmt != "text" or found else None
+        elif kind == "BODY":
+            for name in _PLACEHOLDER.findall(component.get("text", "")):
+                if name not in body:
+                    body.append(name)
+        elif kind == "BUTTONS":
+            for index, button in enumerate(component.get("buttons", [])):
+                sub_type = str(button.get("type", "")).lower()
+                dynamic = sub_type == "url" and bool(_PLACEHOLDER.search(button.get("url", "")))
+                buttons.append(ButtonSpec(index=index, sub_type=sub_type, dynamic=dynamic))
+    return PartSpec(header_format, header_placeholder, body, buttons)
 
 
 @dataclass
@@ -265,43 +304,38 @@ class TemplateSpec:
         return [c for c in self.components if c.get("type", "").upper() == "BODY"]
 
     def header_format(self) -> str | None:
-        """None (no header parameter), ``text``, ``image``, ``video`` or ``document``."""
-        for component in self.components:
-            if component.get("type", "").upper() != "HEADER":
-                continue
-            fmt = str(component.get("format", "TEXT")).lower()
-            if fmt == "text":
-                return "text" if _PLACEHOLDER.search(component.get("text", "")) else None
-            return fmt
-        return None
+        """None (no header parameter), ``text``, ``image``, ``video``, ``document`` or
+        ``product``."""
+        return part_spec(self.components).header_format
 
     def header_placeholder(self) -> str:
         """A text header's placeholder name ("1" or "order_id"); "" without one."""
-        for component in self.components:
-            if component.get("type", "").upper() == "HEADER":
-                found = _PLACEHOLDER.findall(component.get("text", ""))
-                return str(found[0]) if found else ""
-        return ""
+        return part_spec(self.components).header_placeholder
 
     def body_placeholders(self) -> list[str]:
         """Placeholder names in order: ``["1", "2"]`` or ``["first_name"]``."""
-        found: list[str] = []
-        for component in self.body:
-            for name in _PLACEHOLDER.findall(component.get("text", "")):
-                if name not in found:
-                    found.append(name)
-        return found
+        return part_spec(self.components).body_placeholders
 
     def buttons(self) -> list[ButtonSpec]:
-        specs: list[ButtonSpec] = []
+        return part_spec(self.components).buttons
+
+    def part(self) -> PartSpec:
+        return part_spec(self.components)
+
+    def cards(self) -> list[PartSpec]:
+        """A carousel's cards as approved ([] without a carousel)."""
         for component in self.components:
-            if component.get("type", "").upper() != "BUTTONS":
-                continue
-            for index, button in enumerate(component.get("buttons", [])):
-                kind = str(button.get("type", "")).lower()
-                dynamic = kind == "url" and bool(_PLACEHOLDER.search(button.get("url", "")))
-                specs.append(ButtonSpec(index=index, sub_type=kind, dynamic=dynamic))
-        return specs
+            if str(component.get("type", "")).upper() == "CAROUSEL":
+                return [part_spec(card.get("components")) for card in component.get("cards", [])]
+        return []
+
+    def offer_expires(self) -> bool:
+        """A limited-time offer whose sends must give their expiry."""
+        for component in self.components:
+            if str(component.get("type", "")).upper() == "LIMITED_TIME_OFFER":
+                lto = component.get("limited_time_offer") or {}
+                return lto.get("has_expiration") is True
+        return False
 
     def as_graph(self) -> dict[str, Any]:
         """The template as ``GET /{waba_id}/message_templates`` lists it."""

@@ -170,7 +170,7 @@ class Simulator:
             if body.get("type") == "template":
                 req.template = body["template"]["name"]
                 template = self._template(body)
-                check_template(body, template)
+                check_template(body, template, now_ms=int(time.time() * 1000))
                 if is_user_id(req.to) and template.category.upper() == "AUTHENTICATION":
                     # Meta: one-tap, zero-tap and copy-code authentication templates (the
                     # only kinds there are) still need a phone number.

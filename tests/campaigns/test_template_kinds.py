@@ -82,7 +82,7 @@ def test_every_published_marketing_format_is_sendable(name: str) -> None:
         ),
         ([{"type": "HEADER", "format": "GIF"}], GIF),
         (
-            [{"type": "CAROUSEL", "cards": [{"components": [{"type": "HEADER", "format": "GIF"}]}]}],
+            [{"type": "CAROUSEL", "cards": [{"components": GIF_COMPONENTS[:1]}]}],
             GIF,
         ),
     ],
