@@ -435,6 +435,26 @@ class Campaign(models.Model):
         help_text="Send to a capped recipient once the cap allows (inside the send window) "
         "instead of skipping them.",
     )
+    # One campaign in many languages (delivery.campaigns.languages): each recipient gets the
+    # approved version of the template's name in their language, read from a contact
+    # field, else from their number's country; the rest get the fallback, or are skipped.
+    languages = models.BooleanField(
+        "send each recipient their language",
+        default=False,
+        help_text="Send the approved version of this template in each recipient's language.",
+    )
+    language_field = models.CharField(
+        max_length=100,
+        default="language",
+        blank=True,
+        help_text="Contact field holding the language (pt_BR, pt-BR or pt); else the "
+        "number's country decides.",
+    )
+    language_fallback = models.CharField(
+        max_length=16,
+        blank=True,
+        help_text="Language for recipients with no approved match; empty skips them.",
+    )
     # The campaign whose report this one follows up (campaigns.follow_ups).
     follow_up_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="follow_ups"

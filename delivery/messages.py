@@ -49,6 +49,8 @@ class ClaimedMessage:
     attempt: int
     pair_limit_hits: int
     contact_id: int | None
+    # The template version the row is sent in (a campaign in many languages has several).
+    template_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,7 @@ INSERT INTO delivery_message
         status, skip_reason, attempt, pair_limit_hits, next_attempt_at, wa_id,
         last_error_title, last_error_details, error_history, created_at,
         conversation_id, pricing_category, request_sha256)
-SELECT '{MessageKind.CAMPAIGN}', %(campaign_id)s, c.id, {{number_expr}}, %(template_id)s,
+SELECT '{MessageKind.CAMPAIGN}', %(campaign_id)s, c.id, {{number_expr}}, {{template_expr}},
        COALESCE(c.phone, c.user_id), {{params_expr}}, '',
        CASE WHEN skip.reason = '' THEN '{S.PENDING}' ELSE '{S.SKIPPED}' END,
        skip.reason,
@@ -198,6 +200,7 @@ def campaign_messages_create(
     audience_expr: str,
     args: dict[str, Any],
     number_expr: str = "%(phone_number_id)s",
+    template_expr: str = "%(template_id)s",
 ) -> int:
     """Insert the campaign's recipients as messages in one statement; return how many.
 
@@ -205,11 +208,13 @@ def campaign_messages_create(
     fragments' own placeholders name (the audience's among them); ``audience_expr`` is who
     the campaign is addressed to and ``skip_reason_expr`` a row's skip reason, both over the
     contact alias ``c`` ('' for a row that goes out); ``number_expr`` picks each row's
-    number (over ``c``) for a campaign with a sender pool.
+    number (over ``c``) for a campaign with a sender pool, ``template_expr`` each row's
+    template version for a campaign in many languages.
     """
     sql = _CAMPAIGN_INSERT_SQL.format(
         params_expr=params_expr,
         number_expr=number_expr,
+        template_expr=template_expr,
         next_attempt_expr=next_attempt_expr,
         schedule_joins=schedule_joins,
         skip_reason_expr=skip_reason_expr,
@@ -250,7 +255,7 @@ UPDATE delivery_message AS m
          ORDER BY next_attempt_at
          LIMIT %(limit)s
            FOR UPDATE SKIP LOCKED)
-RETURNING m.id, m."to", m.params, m.attempt, m.pair_limit_hits, m.contact_id
+RETURNING m.id, m."to", m.params, m.attempt, m.pair_limit_hits, m.contact_id, m.template_id
 """  # noqa: S608
 
 # One transactional message by id; the status guard makes a duplicate job a no-op.
@@ -258,7 +263,7 @@ _CLAIM_ONE_SQL = f"""
 UPDATE delivery_message
    SET status = '{S.SENDING}', claimed_at = now()
  WHERE id = %(message_id)s AND status = '{S.PENDING}'
-RETURNING id, "to", params, attempt, pair_limit_hits, contact_id
+RETURNING id, "to", params, attempt, pair_limit_hits, contact_id, template_id
 """  # noqa: S608
 
 # Transactional messages that are due, with their attempt (the queue mark is per attempt).

@@ -25,6 +25,9 @@ from campaigns.models import (
 )
 from delivery.campaigns.audience import Audience, AudienceError, campaign_audience
 from delivery.campaigns.canary import CanaryHold, canary_hold
+from delivery.campaigns.format_checks import ERROR as FORMAT_ERROR
+from delivery.campaigns.format_checks import format_findings
+from delivery.campaigns.languages import LanguageError
 from delivery.campaigns.pools import campaign_pool, pool_homes_assign, pool_validate
 from delivery.campaigns.schedule import launch_schedule
 from delivery.campaigns.skips import SkipRules
@@ -75,6 +78,14 @@ def launch_audience(campaign: Campaign) -> Audience:
     return audience
 
 
+def launch_skips(campaign: Campaign, audience: Audience) -> SkipRules:
+    """The campaign's skip rules, or ``LaunchError`` saying why its languages cannot go."""
+    try:
+        return SkipRules.for_campaign(campaign, audience)
+    except LanguageError as exc:
+        raise LaunchError(str(exc)) from exc
+
+
 def campaign_validate(*, campaign: Campaign) -> None:
     """Raise ``LaunchError`` if the campaign cannot be launched as it stands."""
     template = campaign.template
@@ -93,6 +104,16 @@ def campaign_validate(*, campaign: Campaign) -> None:
     except ValueError as exc:
         raise LaunchError(str(exc)) from exc
     audience = launch_audience(campaign)
+    skips = launch_skips(campaign, audience)
+    refused = [
+        f.text
+        for f in format_findings(
+            campaign=campaign, audience=audience, skips=skips, now=timezone.now()
+        )
+        if f.level == FORMAT_ERROR
+    ]
+    if refused:
+        raise LaunchError(" ".join(refused))
     with connection.cursor() as cursor:
         for field in required_fields(campaign.param_mapping):
             if field in CONTACT_COLUMNS and field != "name":
@@ -180,7 +201,7 @@ def campaigns_start_together(
 def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     template = campaign.template
     audience = launch_audience(campaign)
-    skips = SkipRules.for_template(template, audience)
+    skips = launch_skips(campaign, audience)
     params_expr, params_args = params_sql(template, campaign.param_mapping)
     # params_expr holds only %s placeholders and fixed column names; turn its positional
     # placeholders into named ones so they sit beside the statement's own parameters.
@@ -206,6 +227,9 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
         next_attempt_expr=hold.wrap(schedule.next_attempt_expr),
         skip_reason_expr=skips.reason_sql("c"),
         audience_expr=audience.condition,
+        template_expr=(
+            skips.languages.template_id_sql("c") if skips.languages else "%(template_id)s"
+        ),
         args={
             "campaign_id": campaign.pk,
             "phone_number_id": campaign.phone_number_id,

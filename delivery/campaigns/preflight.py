@@ -35,6 +35,8 @@ from campaigns.models import (
 )
 from campaigns.windows.campaign import campaign_window
 from delivery.campaigns.audience import Audience, AudienceError, campaign_audience
+from delivery.campaigns.format_checks import format_findings
+from delivery.campaigns.languages import NO_LANGUAGE, LanguageError
 from delivery.campaigns.pricing import CostEstimate, campaign_cost_estimate
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from delivery.campaigns.skips import (
@@ -110,6 +112,12 @@ class PreflightReport:
     capped_now: int = 0
     us_blocked: int = 0  # marketing template to a US user: Meta does not deliver them
     user_id_refused: int = 0  # known only by a user id, for a template Meta refuses them
+    # A campaign in many languages: recipients per language sent, those with none (and no
+    # fallback), the fallback, and the versions not sent with why.
+    languages: dict[str, int] = field(default_factory=dict)
+    no_language: int = 0
+    language_fallback: str = ""
+    languages_left_out: dict[str, str] = field(default_factory=dict)
     countries: list[CountryLine] = field(default_factory=list)
     user_id_refusal: str = ""  # what of the template Meta refuses for user ids, or ''
     missing: list[MissingField] = field(default_factory=list)
@@ -143,6 +151,7 @@ class PreflightReport:
             - self.opted_out
             - self.left_out_total
             - self.us_blocked
+            - self.no_language
             - self.user_id_refused
         )
 
@@ -201,6 +210,10 @@ class PreflightReport:
             "capped_now": self.capped_now,
             "us_blocked": self.us_blocked,
             "user_id_refused": self.user_id_refused,
+            "languages": dict(self.languages),
+            "no_language": self.no_language,
+            "language_fallback": self.language_fallback,
+            "languages_left_out": dict(self.languages_left_out),
             "countries": [line.as_dict() for line in self.countries],
             "audience": self.audience,
             "missing": [m.__dict__ for m in self.missing],
@@ -246,11 +259,17 @@ def campaign_preflight(*, campaign: Campaign, now: datetime | None = None) -> Pr
         if audience.empty:
             findings.append(Finding(ERROR, "The campaign has no contact list and no segment."))
             audience = None
+    skips: SkipRules | None = None
     if audience is not None:
         fields = _fields_to_check(campaign) if mapping_ok else []
         report.user_id_refusal = user_id_refusal(template)
-        skips = SkipRules.for_template(template, audience)
+        try:
+            skips = SkipRules.for_campaign(campaign, audience)
+        except LanguageError as exc:
+            findings.append(Finding(ERROR, f"Languages: {exc}."))
+            skips = SkipRules.for_template(template, audience)
         _audience_count(report, audience, skips, fields)
+        _languages_count(report, audience, skips)
         _frequency_cap_count(campaign, report, audience, skips)
         _audience_findings(report)
     _limit_check(campaign, report)
@@ -258,6 +277,14 @@ def campaign_preflight(*, campaign: Campaign, now: datetime | None = None) -> Pr
         _audience_reached(campaign, report, audience, now)
         _limit_finding(report)
     _eta_check(campaign, report, now)
+    if audience is not None and skips is not None and mapping_ok:
+        finishes_at = now + timedelta(seconds=report.eta_seconds or 0)
+        findings.extend(
+            Finding(f.level, f.text)
+            for f in format_findings(
+                campaign=campaign, audience=audience, skips=skips, now=now, finishes_at=finishes_at
+            )
+        )
     _number_check(campaign, report, now)
     if audience is not None:
         report.cost = campaign_cost_estimate(campaign=campaign)
@@ -376,6 +403,8 @@ def _audience_count(
             report.us_blocked += count
         elif reason_text == USER_ID_REFUSED:
             report.user_id_refused += count
+        elif reason_text == NO_LANGUAGE:
+            report.no_language += count
         elif reason_text:
             report.left_out[reason_text] = report.left_out.get(reason_text, 0) + count
     report.left_out = dict(sorted(report.left_out.items(), key=lambda kv: (-kv[1], kv[0])))
@@ -383,6 +412,34 @@ def _audience_count(
         count, examples = missing_row[2 * index], missing_row[2 * index + 1]
         if count:
             report.missing.append(MissingField(name, int(count), list(examples or [])))
+
+
+# The sendable audience by the language each recipient will be sent (a campaign in many
+# languages): the launch's own expression (delivery.campaigns.languages).
+_LANGUAGES_SQL = """
+SELECT {language}, count(*)
+  FROM campaigns_contact AS c
+ WHERE {audience}
+   AND {sendable}
+ GROUP BY 1
+"""
+
+
+def _languages_count(report: PreflightReport, audience: Audience, skips: SkipRules) -> None:
+    plan = skips.languages
+    if plan is None:
+        return
+    report.language_fallback = plan.fallback
+    report.languages_left_out = dict(plan.left_out)
+    sql = _LANGUAGES_SQL.format(
+        language=plan.language_sql("c"),
+        audience=audience.condition,
+        sendable=skips.sendable_sql("c"),
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, skips.params)
+        counts = {str(language): int(n) for language, n in cursor.fetchall()}
+    report.languages = {language: counts.get(language, 0) for language in sorted(plan.templates)}
 
 
 # The sendable audience's contacts whose marketing sends in the cap's window already reach
@@ -467,6 +524,16 @@ def _audience_findings(report: PreflightReport) -> None:
                 "sent.",
             )
         )
+    if report.no_language:
+        findings.append(
+            Finding(
+                WARNING,
+                f"{report.no_language:,} recipient(s) have no approved language and will be "
+                "skipped: choose a fallback language to send them one.",
+            )
+        )
+    for language, reason in report.languages_left_out.items():
+        findings.append(Finding(WARNING, f"The {language} version is not sent: {reason}."))
     if report.user_id_refused:
         findings.append(
             Finding(

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignStatus, RateCard
 from delivery.campaigns.audience import AudienceError, campaign_audience
+from delivery.campaigns.languages import LanguageError
 from delivery.campaigns.skips import SkipRules
 from delivery.models import MessageStatus as S
 from whatsblast.core import queues
@@ -308,7 +309,10 @@ def campaign_cost_estimate(*, campaign: Campaign) -> CostEstimate:
             audience = campaign_audience(campaign)
         except AudienceError:  # the pre-flight names the broken segment
             audience = None
-        skips = SkipRules.for_template(campaign.template, audience)
+        try:
+            skips = SkipRules.for_campaign(campaign, audience)
+        except LanguageError:  # the pre-flight names the missing fallback
+            skips = SkipRules.for_template(campaign.template, audience)
         sql = _ESTIMATE_DRAFT_SQL.format(
             sendable=skips.sendable_sql("c"),
             audience=audience.condition if audience else "FALSE",

@@ -11,7 +11,9 @@ first match wins:
 3. a marketing template to a US user: Meta does not deliver those (since 2025-04-01; "+1
    and a US area code", or a user id issued for a US number). Canada and the Caribbean
    share +1 and are sent (``campaigns.audience.regions``);
-4. a contact known only by its user id, for a template Meta refuses to send to user ids
+4. a campaign in many languages with no approved version for the contact's language and
+   no fallback (``delivery.campaigns.languages``);
+5. a contact known only by its user id, for a template Meta refuses to send to user ids
    (error 131062: copy-code buttons and authentication templates; Meta's "Business-scoped
    user IDs" page), caught here rather than by a failed send.
 
@@ -28,14 +30,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from campaigns.audience.regions import us_area_prefixes
-from campaigns.models import Template, TemplateCategory
+from campaigns.models import Campaign, Template, TemplateCategory
 from delivery.campaigns.audience import Audience, Exclusion
+from delivery.campaigns.languages import NO_LANGUAGE, LanguagePlan, campaign_languages
 
 OPTED_OUT = "opted out"
 US_NUMBER = "US number: Meta does not deliver marketing templates to US numbers"
 US_USER_ID = "US user id: Meta does not deliver marketing templates to US users"
 USER_ID_REFUSED = "user id only: Meta does not send this template to user ids (131062)"
-REASONS = (OPTED_OUT, US_NUMBER, US_USER_ID, USER_ID_REFUSED)
+REASONS = (OPTED_OUT, US_NUMBER, US_USER_ID, NO_LANGUAGE, USER_ID_REFUSED)
 
 # Button kinds Meta refuses to send to a user id (131062); authentication templates too.
 USER_ID_REFUSED_BUTTONS = frozenset({"COPY_CODE", "OTP"})
@@ -64,20 +67,37 @@ class SkipRules:
     # Whom the campaign leaves out, and the audience's parameters they need.
     exclusions: tuple[Exclusion, ...] = ()
     audience_params: dict[str, Any] = field(default_factory=dict)
+    # A campaign in many languages: how each contact's language is chosen.
+    languages: LanguagePlan | None = None
 
     @classmethod
-    def for_template(cls, template: Template, audience: Audience | None = None) -> SkipRules:
+    def for_template(
+        cls,
+        template: Template,
+        audience: Audience | None = None,
+        languages: LanguagePlan | None = None,
+    ) -> SkipRules:
         return cls(
             us_blocked=template.category == TemplateCategory.MARKETING,
             user_ids_refused=bool(user_id_refusal(template)),
             exclusions=audience.exclusions if audience else (),
             audience_params=dict(audience.params) if audience else {},
+            languages=languages,
         )
+
+    @classmethod
+    def for_campaign(cls, campaign: Campaign, audience: Audience | None = None) -> SkipRules:
+        """The rules of ``campaign``: its template's, its audience's and its languages'.
+
+        Raises ``LanguageError`` when its fallback language has no sendable version.
+        """
+        return cls.for_template(campaign.template, audience, campaign_languages(campaign))
 
     @property
     def params(self) -> dict[str, Any]:
         return {
             **self.audience_params,
+            **(self.languages.params if self.languages else {}),
             "skip_us_blocked": self.us_blocked,
             "skip_us_prefixes": list(us_area_prefixes()),
             "skip_user_ids_refused": self.user_ids_refused,
@@ -92,13 +112,17 @@ class SkipRules:
             f"\n            WHEN ({e.condition}) IS TRUE THEN %({e.reason_param})s"
             for e in self.exclusions
         )
+        language = ""
+        if self.languages is not None:
+            chosen = self.languages.language_sql(c)
+            language = f"\n            WHEN ({chosen}) IS NULL THEN '{NO_LANGUAGE}'"
         return f"""CASE
             WHEN {c}.opted_out_at IS NOT NULL THEN '{OPTED_OUT}'{left_out}
             WHEN %(skip_us_blocked)s AND {c}.phone IS NOT NULL
                  AND left({c}.phone, 5) = ANY(%(skip_us_prefixes)s::text[])
                  THEN '{US_NUMBER}'
             WHEN %(skip_us_blocked)s AND {c}.phone IS NULL AND {c}.user_id LIKE 'US.%%'
-                 THEN '{US_USER_ID}'
+                 THEN '{US_USER_ID}'{language}
             WHEN %(skip_user_ids_refused)s AND {c}.phone IS NULL THEN '{USER_ID_REFUSED}'
             ELSE '' END"""
 

@@ -31,7 +31,7 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from campaigns.models import Campaign, PhoneNumber
+from campaigns.models import Campaign, PhoneNumber, Template
 from delivery.cloud.client import ApiError, SendRequest, SendResult
 from delivery.cloud.outcomes import Outcome, classify
 from delivery.cloud.transport import get_transport
@@ -119,6 +119,14 @@ class CampaignRun:
     next_send_at: float = 0.0
     # A send came back saying the campaign is broken: none of its rows go before this.
     halted_until: float = 0.0
+    # A campaign in many languages: each version's language by its Template id.
+    languages: dict[int, str] = field(default_factory=dict)
+
+    def language_of(self, message: ClaimedMessage) -> str:
+        """The language the row is sent in: its version's, else the campaign template's."""
+        if message.template_id is not None and message.template_id in self.languages:
+            return self.languages[message.template_id]
+        return self.campaign.template.language
 
     def paced(self, now: float) -> bool:
         return self.resumes_at() > now
@@ -183,11 +191,18 @@ class Finished:
 
 
 def campaign_run(campaign: Campaign) -> CampaignRun:
+    languages: dict[int, str] = {}
+    if campaign.languages:
+        versions = Template.objects.filter(
+            account_id=campaign.template.account_id, name=campaign.template.name
+        )
+        languages = dict(versions.values_list("id", "language"))
     return CampaignRun(
         campaign=campaign,
         policy=RetryPolicy(max_attempts=campaign.max_attempts),
         windows=WindowGuard.for_campaign(campaign),
         frequency_cap=FrequencyCapGuard.for_campaign(campaign),
+        languages=languages,
     )
 
 
@@ -384,7 +399,7 @@ class NumberSender:
             to=message.to,
             callback_data=f"wb:{message.id}",
             template_name=campaign.template.name,
-            language=campaign.template.language,
+            language=run.language_of(message),
             params=message.params,
         )
         try:

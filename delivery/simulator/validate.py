@@ -256,7 +256,7 @@ def _check_button_parameter(sub_type: str, params: list[dict[str, Any]], where: 
         if len(params) > 1 or (sub_type == "mpm" and len(params) != 1):
             raise Invalid(132000, f"{where}: {sub_type} takes one action parameter")
         action = params[0].get("action") if params else {}
-        if params and (params[0]["type"] != "action" or not isinstance(action, dict)):
+        if not isinstance(action, dict) or (params and params[0]["type"] != "action"):
             raise Invalid(132012, f"{where}: {sub_type} parameter must be an action")
         if sub_type == "flow" and not isinstance(action.get("flow_token", ""), str):
             raise Invalid(100, f"{where}: flow_token must be a string")
