@@ -134,11 +134,18 @@ def campaign_create(
     exclude_segment_names: Sequence[str] = (),
     frequency_cap: str = "",
     frequency_cap_defer: bool = False,
+    languages: bool = False,
+    language_field: str = "language",
+    language_fallback: str = "",
 ) -> Campaign:
     """Create a draft campaign from a number, one of its WABA's templates, and its audience:
     contact lists and segments, less the lists and segments it leaves out.
 
     ``frequency_cap`` overrides the site's marketing cap ("1/3d", "off"; '' keeps it).
+
+    ``languages`` sends each recipient the approved version of the template's name in their
+    language (read from ``language_field``, else their number's country), the rest
+    ``language_fallback`` or nothing; the mapping must fit every version sent.
 
     ``window`` limits sends to a daily window in each recipient's local time (see
     campaigns.windows.zones for how the zone is found); ``time_zone`` is the zone for recipients
@@ -147,6 +154,10 @@ def campaign_create(
     if not name.strip():
         raise ValidationError("the campaign name must not be blank")
     number = phone_number_get(phone_number_id)
+    if languages and not language:
+        # The versions share one mapping: the campaign holds one of them (the fallback
+        # when it has one) and the launch picks each recipient's.
+        language = _language_for_many(number, template_name, language_fallback.strip())
     template = _template_get(number=number, name=template_name, language=language)
     if not list_names and not segment_names:
         raise ValidationError("a campaign needs at least one contact list or segment")
@@ -176,12 +187,26 @@ def campaign_create(
             time_zone_attribute=time_zone_attribute.strip(),
             frequency_cap=frequency_cap.strip().lower(),
             frequency_cap_defer=frequency_cap_defer,
+            languages=languages,
+            language_field=language_field.strip(),
+            language_fallback=language_fallback.strip(),
         )
         campaign.lists.set(lists)
         campaign.segments.set(segments)
         campaign.exclude_lists.set(exclude_lists)
         campaign.exclude_segments.set(exclude_segments)
     return campaign
+
+
+def _language_for_many(number: PhoneNumber, name: str, fallback: str) -> str | None:
+    approved = sorted(
+        Template.objects.filter(
+            account=number.account, name=name, status=TemplateStatus.APPROVED
+        ).values_list("language", flat=True)
+    )
+    if fallback in approved:
+        return fallback
+    return approved[0] if approved else None
 
 
 def _template_get(*, number: PhoneNumber, name: str, language: str | None) -> Template:

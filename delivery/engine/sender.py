@@ -119,7 +119,8 @@ class CampaignRun:
     next_send_at: float = 0.0
     # A send came back saying the campaign is broken: none of its rows go before this.
     halted_until: float = 0.0
-    # A campaign in many languages: each version's language by its Template id.
+    # A campaign in many languages: each version's language by its Template id, read as
+    # rows of a version are first claimed.
     languages: dict[int, str] = field(default_factory=dict)
 
     def language_of(self, message: ClaimedMessage) -> str:
@@ -127,6 +128,15 @@ class CampaignRun:
         if message.template_id is not None and message.template_id in self.languages:
             return self.languages[message.template_id]
         return self.campaign.template.language
+
+    def languages_learn(self, rows: list[ClaimedMessage]) -> None:
+        """Read the languages of versions first seen in ``rows`` (in a database thread)."""
+        if not self.campaign.languages:
+            return
+        unknown = {m.template_id for m in rows if m.template_id is not None} - set(self.languages)
+        if unknown:
+            found = Template.objects.filter(pk__in=unknown).values_list("id", "language")
+            self.languages.update(dict(found))
 
     def paced(self, now: float) -> bool:
         return self.resumes_at() > now
@@ -191,18 +201,11 @@ class Finished:
 
 
 def campaign_run(campaign: Campaign) -> CampaignRun:
-    languages: dict[int, str] = {}
-    if campaign.languages:
-        versions = Template.objects.filter(
-            account_id=campaign.template.account_id, name=campaign.template.name
-        )
-        languages = dict(versions.values_list("id", "language"))
     return CampaignRun(
         campaign=campaign,
         policy=RetryPolicy(max_attempts=campaign.max_attempts),
         windows=WindowGuard.for_campaign(campaign),
         frequency_cap=FrequencyCapGuard.for_campaign(campaign),
-        languages=languages,
     )
 
 
@@ -524,6 +527,7 @@ class NumberSender:
             campaign_id=run.id, limit=need, phone_number_id=int(self.number.pk)
         )
         claimed = len(rows)
+        run.languages_learn(rows)
         if run.windows is not None:
             # Recipients whose local send window is closed go back, due at its opening.
             rows = run.windows.admit(rows, now=timezone.now())

@@ -96,7 +96,7 @@ from delivery.campaigns.pricing import (
     cost_total,
     rate_card_currency,
 )
-from delivery.campaigns.progress import campaign_failures, campaign_skips
+from delivery.campaigns.progress import campaign_by_language, campaign_failures, campaign_skips
 from delivery.campaigns.retry import campaign_retry_failed
 from webhooks.inbound import QuickReplyOptOut, quick_reply_opt_outs
 from whatsblast.admin.campaign_live import POLL_SECONDS, campaign_live, campaign_live_forget
@@ -161,6 +161,9 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "pool_numbers",
             "share_weight",
             "template",
+            "languages",
+            "language_field",
+            "language_fallback",
             "lists",
             "segments",
             "exclude_lists",
@@ -201,6 +204,9 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "exclude_segments": "Leave out segments",
             "frequency_cap": "Frequency cap",
             "frequency_cap_defer": "Send capped recipients later",
+            "languages": "Send each recipient their language",
+            "language_field": "Contact field with the language",
+            "language_fallback": "Fallback language",
             "window_start": "Send between",
             "window_end": "and",
             "time_zone": "Default time zone",
@@ -216,6 +222,11 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "exclude_segments": "Nobody in these segments is sent, e.g. those messaged this week.",
             "frequency_cap_defer": "Instead of skipping a recipient who reached the cap, send "
             "when the cap allows (inside the send window).",
+            "languages": "Every approved language of this template's name is sent: each "
+            "recipient gets theirs (the field below, else their number's country).",
+            "language_field": "Such as language or locale, holding pt_BR, pt-BR or pt.",
+            "language_fallback": "For recipients with no approved language, e.g. en_US; "
+            "blank skips them.",
             "pool_numbers": "More numbers of the same WhatsApp account share the sending; "
             "each recipient always hears from one number.",
             "share_weight": "When other campaigns send from the same number at the same "
@@ -331,6 +342,8 @@ class CampaignAdminForm(forms.ModelForm[Campaign]):
             "name",
             "phone_number",
             "template",
+            "languages",
+            "language_fallback",
             "lists",
             "segments",
             "exclude_lists",
@@ -954,6 +967,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "cost": cost_total(costs, card_currency=rate_card_currency()),
             "charged_label": CHARGED_LABEL,
             "skips": campaign_skips(campaign=campaign),
+            "by_language": campaign_by_language(campaign=campaign),
             "follow_ups": _follow_ups(campaign, request) if campaign.started_at else [],
             "follow_up_url": reverse("admin:campaigns_campaign_follow_up", args=[campaign.pk]),
             "duration": duration,

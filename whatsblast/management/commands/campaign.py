@@ -130,6 +130,29 @@ class Command(SubcommandCommand):
             "or a quick reply payload",
         )
         parser.add_argument(
+            "--mapping",
+            metavar="JSON",
+            help="the whole parameter mapping as JSON (README: the mapping format), for "
+            "carousels, offers, coupons and products; instead of --param/--header/--button",
+        )
+        parser.add_argument(
+            "--languages",
+            action="store_true",
+            help="send each recipient the approved version of the template in their language",
+        )
+        parser.add_argument(
+            "--language-field",
+            default="language",
+            metavar="NAME",
+            help="contact field holding the language (pt_BR, pt-BR, pt); default language",
+        )
+        parser.add_argument(
+            "--language-fallback",
+            default="",
+            metavar="CODE",
+            help="language for recipients with no approved one (en_US); default: skip them",
+        )
+        parser.add_argument(
             "--window",
             type=_window,
             metavar="HH:MM-HH:MM",
@@ -156,9 +179,7 @@ class Command(SubcommandCommand):
             template_name=options["template"],
             language=options["language"],
             list_names=options["lists"],
-            param_mapping=param_mapping_from_specs(
-                options["params"], header=options["header"], buttons=options["buttons"]
-            ),
+            param_mapping=_mapping(options),
             window=options["window"],
             time_zone=options["time_zone"],
             time_zone_attribute=options["time_zone_attribute"],
@@ -167,6 +188,9 @@ class Command(SubcommandCommand):
             exclude_segment_names=options["exclude_segments"],
             frequency_cap=options["frequency_cap"],
             frequency_cap_defer=options["defer_capped"],
+            languages=options["languages"],
+            language_field=options["language_field"],
+            language_fallback=options["language_fallback"],
         )
         self.stdout.write(str(campaign.pk))
 
@@ -283,3 +307,20 @@ def progress_text(progress: CampaignProgress) -> str:
     if held:
         lines.append(held)
     return "\n".join(lines)
+
+
+def _mapping(options: dict[str, Any]) -> dict[str, Any]:
+    """The mapping from --mapping JSON, or from --param / --header / --button."""
+    if options["mapping"] is None:
+        return param_mapping_from_specs(
+            options["params"], header=options["header"], buttons=options["buttons"]
+        )
+    if options["params"] or options["header"] or options["buttons"]:
+        raise CommandError("give --mapping or --param/--header/--button, not both")
+    try:
+        mapping = json.loads(options["mapping"])
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--mapping is not JSON: {exc}") from exc
+    if not isinstance(mapping, dict):
+        raise CommandError("--mapping must be a JSON object")
+    return mapping
