@@ -20,9 +20,11 @@ from campaigns.catalogue.params import (
     mapping_validate,
     params_render,
     placeholders_fill,
+    template_cards,
     template_param_slots,
 )
 from campaigns.models import Contact, HeaderFormat, ListMembership, Template
+from whatsblast.core.template_values import offer_expiry_ms, sku_list
 
 SAMPLE_CONTACTS = 3
 # Contacts whose attribute keys are offered as mappable fields: enough to see every
@@ -86,29 +88,48 @@ def _completed(
     complete: dict[str, Any] = {"body": {}}
     mapped: list[dict[str, str]] = []
     for slot in slots:
-        section, key = slot["section"], slot["key"]
-        entries = mapping.get(section)
-        if section == "header":
-            source = _clean_source(entries)
-        else:
-            source = _clean_source(entries.get(key) if isinstance(entries, dict) else None)
+        path = slot["path"]
+        source = _clean_source(_path_get(mapping, path))
         if source is not None:
             mapped.append(source)
             if examples and "field" in source:
                 source = {"value": str(slot["example"] or f"[{source['field']}]")}
         elif slot["required"]:
-            source = {"value": "{{%s}}" % (key or "header")}
+            source = {"value": "{{%s}}" % (path[-1] if len(path) > 1 else path[0])}
         else:
             continue
-        if section == "header":
-            complete["header"] = source
-        else:
-            complete.setdefault(section, {})[key] = source
+        _path_set(complete, path, source)
     return complete, mapped
 
 
-def message_render(template: Template, params: dict[str, Any]) -> dict[str, Any]:
-    """Header, body and buttons as the recipient would read them."""
+def _path_get(node: Any, path: list[Any]) -> Any:
+    for step in path:
+        if isinstance(step, int) and isinstance(node, list) and 0 <= step < len(node):
+            node = node[step]
+        elif isinstance(step, str) and isinstance(node, dict):
+            node = node.get(step)
+        else:
+            return None
+    return node
+
+
+def _path_set(root: dict[str, Any], path: list[Any], value: Any) -> None:
+    node: Any = root
+    for step, following in zip(path, [*path[1:], None], strict=True):
+        if following is None:
+            node[step] = value
+            return
+        empty: Any = [] if isinstance(following, int) else {}
+        if isinstance(node, list):
+            while len(node) <= step:
+                node.append([] if isinstance(following, int) else {})
+            node = node[step]
+        else:
+            node = node.setdefault(step, empty)
+
+
+def _part_render(part: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """One template or card's header, body and buttons as the recipient reads them."""
     body = params.get("body", [])
 
     def body_value(name: str) -> Any:
@@ -119,23 +140,64 @@ def message_render(template: Template, params: dict[str, Any]) -> dict[str, Any]
 
     header = ""
     header_param = params.get("header", {}).get("value", "")
-    if template.header_format == HeaderFormat.TEXT:
-        header = placeholders_fill(template.header_text, lambda _: str(header_param))
-    elif template.header_format:
-        header = f"[{template.header_format.lower()}] {header_param}".strip()
-    suffixes = {b["index"]: b["value"] for b in params.get("buttons", [])}
+    header_format = part.header_format
+    media = ""
+    if header_format == HeaderFormat.TEXT:
+        header = placeholders_fill(getattr(part, "header_text", ""), lambda _: str(header_param))
+    elif header_format in (HeaderFormat.IMAGE, HeaderFormat.VIDEO):
+        media = str(header_param)
+        header = f"[{header_format.lower()}] {header_param}".strip()
+    elif header_format:
+        header = f"[{header_format.lower()}] {header_param}".strip()
+    values = {b["index"]: b for b in params.get("buttons", [])}
     buttons = []
-    for button in template.buttons or ():
+    for button in part.buttons or ():
         url = str(button.get("url", ""))
-        if url and button.get("index") in suffixes:
-            suffix = str(suffixes[button["index"]])
+        given = values.get(button.get("index"), {})
+        if url and "value" in given:
+            suffix = str(given["value"])
             url = placeholders_fill(url, lambda _, suffix=suffix: suffix)
-        buttons.append({"text": button.get("text", ""), "url": url})
+        kind = str(button.get("type", "")).upper()
+        text = button.get("text", "") or _BUTTON_TEXTS.get(kind, kind.replace("_", " ").title())
+        shown: dict[str, Any] = {"text": text, "url": url, "kind": kind.lower()}
+        if kind == "COPY_CODE":
+            shown["code"] = str(given.get("value", ""))
+        if kind == "MPM":
+            shown["products"] = [
+                {"title": s.get("title", ""), "items": sku_list(str(s.get("items", "")))}
+                for s in given.get("sections", [])
+            ]
+        buttons.append(shown)
     return {
         "header": header,
-        "body": placeholders_fill(template.body_text, body_value),
+        "media": media,
+        "header_format": header_format.lower(),
+        "body": placeholders_fill(getattr(part, "body_text", ""), body_value),
         "buttons": buttons,
     }
+
+
+# Buttons Meta approves without a text of the template's own.
+_BUTTON_TEXTS = {"COPY_CODE": "Copy offer code", "SPM": "View", "CATALOG": "View catalog"}
+
+
+def message_render(template: Template, params: dict[str, Any]) -> dict[str, Any]:
+    """Header, body, buttons, a carousel's cards and an offer as the recipient reads them."""
+    rendered = _part_render(template, params)
+    cards = template_cards(template)
+    rendered["cards"] = [
+        _part_render(card, card_params)
+        for card, card_params in zip(cards, params.get("cards", []), strict=False)
+    ]
+    if template.offer:
+        expires = str(params.get("offer", {}).get("expires", ""))
+        expiry_ms = offer_expiry_ms(expires) if expires else None
+        rendered["offer"] = {
+            "text": template.offer.get("text", ""),
+            "expires": expires,
+            "expires_ms": expiry_ms,
+        }
+    return rendered
 
 
 def message_preview(

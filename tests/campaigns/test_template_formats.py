@@ -453,3 +453,45 @@ def test_offer_expiry_reads_a_date_and_time_or_milliseconds(
     text: str, expected: int | None
 ) -> None:
     assert offer_expiry_ms(text) == expected
+
+
+def test_the_preview_shows_cards_an_offer_and_a_coupon_as_whatsapp_does() -> None:
+    from campaigns.catalogue.preview import message_preview
+
+    carousel = stored("pywa_carousel_media_cards")
+    half_mapped = {
+        "body": {"1": {"field": "name"}},
+        "cards": [{"buttons": {"1": {"field": "sku"}}}],
+    }
+    contact = make_contact(name="Ana", attributes={"sku": "BLUE_ELF"})
+    preview = message_preview(template=carousel, mapping=half_mapped, contacts=[contact])
+    assert "body param(s) 2, 3 are not mapped" in preview["error"]
+    sample = preview["samples"][0]
+    assert sample["body"].startswith("Rare succulents for sale! Ana, add")
+    assert "{{2}}" in sample["body"]  # not mapped yet: its placeholder shows
+    assert len(sample["cards"]) == 3
+    first = sample["cards"][0]
+    assert first["header_format"] == "image" and first["media"] == "{{header}}"
+    assert first["buttons"][1]["url"] == "https://www.luckyshrub.com/rare-succulents/BLUE_ELF"
+    assert sample["cards"][1]["buttons"][1]["url"].endswith("/{{1}}")
+
+    offer = stored("pywa_limited_time_offer")
+    mapping = {
+        "header": {"value": "https://cdn.example/o.jpg"},
+        "body": {"1": {"field": "name"}, "2": {"field": "code"}},
+        "offer": {"value": "2027-01-31T23:59:00Z"},
+        "buttons": {"0": {"field": "code"}, "1": {"value": "n3mtql"}},
+    }
+    bo = make_contact(name="Bo", attributes={"code": "BO25"})
+    sample = message_preview(template=offer, mapping=mapping, contacts=[bo])["samples"][0]
+    assert sample["offer"] == {
+        "text": "Expiring offer!",
+        "expires": "2027-01-31T23:59:00Z",
+        "expires_ms": 1801439940000,
+    }
+    assert sample["buttons"][0] == {
+        "text": "Copy offer code",
+        "url": "",
+        "kind": "copy_code",
+        "code": "BO25",
+    }

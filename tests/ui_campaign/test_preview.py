@@ -58,8 +58,8 @@ def test_text_header_named_body_and_buttons() -> None:
     assert sample["header"] == "Order A-77"
     assert sample["body"] == "Hello Ana, order A-77 ships today."
     assert sample["buttons"] == [
-        {"text": "Track", "url": "https://shop.example/t/A-77"},
-        {"text": "Stop promotions", "url": ""},
+        {"text": "Track", "url": "https://shop.example/t/A-77", "kind": "url"},
+        {"text": "Stop promotions", "url": "", "kind": "quick_reply"},
     ]
 
 
