@@ -234,7 +234,11 @@ def _report(
         kinds["text"]["workers_cpu_ms_per_send"],
         kinds["carousel"]["workers_cpu_ms_per_send"],
     )
-    refused = {k: v for k, v in (stats.get("by_outcome") or {}).items() if not str(k).startswith("accepted")}
+    refused = {
+        k: v
+        for k, v in (stats.get("by_outcome") or {}).items()
+        if not str(k).startswith("accepted")
+    }
     return {
         "scenario": "formats",
         "recipients_per_campaign": args.recipients,

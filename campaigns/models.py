@@ -51,6 +51,36 @@ class BusinessAccount(models.Model):
         max_length=32, choices=MessagingLimitTier.choices, default=MessagingLimitTier.TIER_250
     )
     account_review_status = models.CharField(max_length=32, blank=True)
+    # The Marketing Messages API (delivery.engine.routes): marketing templates go to
+    # POST /{phone_number_id}/marketing_messages, everything else to /messages.
+    marketing_messages_api = models.BooleanField(
+        "send marketing templates through the Marketing Messages API",
+        default=False,
+        help_text="Meta's path for marketing: quality-based delivery, offers' time-to-live, "
+        "click events. Needs the portfolio onboarded (status below).",
+    )
+    mm_product_policy = models.CharField(
+        "if not onboarded",
+        max_length=24,
+        blank=True,
+        choices=(
+            ("", "Meta's default (deliver through Cloud API)"),
+            ("CLOUD_API_FALLBACK", "Deliver through Cloud API"),
+            ("STRICT", "Fail the send"),
+        ),
+        help_text="Meta's product_policy: what a marketing send does when the Marketing "
+        "Messages API cannot take it.",
+    )
+    mm_activity_sharing = models.BooleanField(
+        "share reads and clicks with Meta",
+        null=True,
+        blank=True,
+        help_text="Meta's message_activity_sharing; unknown: the account's setting at Meta.",
+    )
+    # GET /{waba_id}?fields=marketing_messages_onboarding_status (ONBOARDED, ELIGIBLE, ...).
+    mm_onboarding_status = models.CharField(
+        "Marketing Messages API onboarding", max_length=48, blank=True
+    )
     graph_read_at = models.DateTimeField("last read from Meta", null=True, blank=True)
     graph_error = models.CharField("last read error", max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -207,6 +237,11 @@ class Template(models.Model):
     cards = models.JSONField(default=list, blank=True)
     # A limited-time offer: {"text": "Expiring offer!", "has_expiration": true}; {} if none.
     offer = models.JSONField(default=dict, blank=True)
+    # How long Meta tries to deliver a send (``message_send_ttl_seconds``); for marketing
+    # templates honoured only through the Marketing Messages API. None: Meta's default.
+    message_send_ttl_seconds = models.PositiveIntegerField(
+        "time to live (s)", null=True, blank=True
+    )
     # Meta's components as last listed (or as typed in the admin).
     components = models.JSONField(default=list, blank=True)
     # Set by the catalogue sync: when Meta last listed it, and when it stopped listing it

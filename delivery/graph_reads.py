@@ -132,6 +132,10 @@ def _account_read(
         if review != account.account_review_status:
             account.account_review_status = review
             fields.append("account_review_status")
+        onboarding = str(result.data.get("marketing_messages_onboarding_status") or "")[:48]
+        if onboarding and onboarding.upper() != account.mm_onboarding_status:
+            account.mm_onboarding_status = onboarding.upper()
+            fields.append("mm_onboarding_status")
         if not account.name and result.data.get("name"):
             account.name = str(result.data["name"])[:200]
             fields.append("name")

@@ -70,6 +70,8 @@ class Settlement:
     history_entry: dict[str, Any] | None = None
     # A send Meta accepted with ``message_status: held_for_quality_assessment`` (pacing).
     held_for_quality_assessment: bool = False
+    # Where the send went when not simply /messages (delivery.engine.routes).
+    route: str | None = None
 
 
 # Not frozen, as webhooks.payloads.StatusUpdate: one is built per message of every applied
@@ -384,12 +386,13 @@ UPDATE delivery_message AS m
        last_error_title = coalesce(u.title, m.last_error_title),
        last_error_details = coalesce(u.details, m.last_error_details),
        error_history = CASE WHEN u.entry IS NULL THEN m.error_history
-                            ELSE m.error_history || jsonb_build_array(u.entry) END
+                            ELSE m.error_history || jsonb_build_array(u.entry) END,
+       send_route = coalesce(u.route, m.send_route)
   FROM unnest(%s::bigint[], %s::text[], %s::int[], %s::int[], %s::timestamptz[],
               %s::text[], %s::text[], %s::int[], %s::text[], %s::text[], %s::jsonb[],
-              %s::boolean[])
+              %s::boolean[], %s::text[])
        AS u(id, status, attempt, pair_limit_hits, next_attempt_at,
-            wamid, wa_id, code, title, details, entry, held)
+            wamid, wa_id, code, title, details, entry, held, route)
  WHERE m.id = u.id
    AND (m.status = '{S.SENDING}' OR (m.status = '{S.UNKNOWN}' AND u.status = '{S.SENT}'))
 RETURNING m.id
@@ -405,9 +408,10 @@ UPDATE delivery_message AS m
        wa_id = coalesce(nullif(m.wa_id, ''), u.wa_id),
        held_for_quality_assessment = m.held_for_quality_assessment OR u.held,
        sent_at = coalesce(m.sent_at, now()),
-       attempt = greatest(m.attempt, u.attempt)
-  FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::boolean[], %s::int[])
-       AS u(id, wamid, wa_id, held, attempt)
+       attempt = greatest(m.attempt, u.attempt),
+       send_route = coalesce(u.route, m.send_route)
+  FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::boolean[], %s::int[], %s::text[])
+       AS u(id, wamid, wa_id, held, attempt, route)
  WHERE m.id = u.id
 """
 
@@ -440,7 +444,7 @@ def settlements_record(
     """
     if not settlements and not opted_out_contact_ids:
         return 0
-    columns: list[list[object]] = [[] for _ in range(12)]
+    columns: list[list[object]] = [[] for _ in range(13)]
     for s in settlements:
         values = (
             s.message_id,
@@ -455,6 +459,7 @@ def settlements_record(
             s.error_details,
             json.dumps(s.history_entry) if s.history_entry is not None else None,
             s.held_for_quality_assessment,
+            s.route,
         )
         for column, value in zip(columns, values, strict=True):
             column.append(value)
@@ -476,6 +481,7 @@ def settlements_record(
                     [s.wa_id for s in late],
                     [s.held_for_quality_assessment for s in late],
                     [s.attempt for s in late],
+                    [s.route for s in late],
                 ],
             )
         if dead_ids:

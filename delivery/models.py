@@ -69,6 +69,11 @@ class Message(models.Model):
     to = models.CharField(
         max_length=140, help_text="Recipient: E.164 phone, or the WhatsApp user id"
     )
+    # Where the accepted send went: "" (POST /messages, as chosen), "marketing_messages"
+    # (the Marketing Messages API), or "rerouted_to_marketing_messages" /
+    # "rerouted_to_messages" when the first endpoint refused it (131063 / 131055) and the
+    # other took it (delivery.engine.routes).
+    send_route = models.CharField(max_length=32, blank=True, db_default="")
     # Rendered template parameters: {"header": [...], "body": [...] or {...}, "buttons": [...]}
     params = models.JSONField(default=dict, blank=True)
     text = models.TextField(blank=True, help_text="Free-form text (service window only)")

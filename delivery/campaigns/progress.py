@@ -311,6 +311,46 @@ def campaign_by_language(*, campaign: Campaign) -> list[dict[str, Any]]:
     ]
 
 
+# Where a campaign's sends went (delivery.engine.routes), and of those sent through the
+# Marketing Messages API, how many Meta delivered through Cloud API instead (the account
+# not onboarded, product_policy CLOUD_API_FALLBACK): priced ``marketing``, not
+# ``marketing_lite``, in their status callbacks.
+_ROUTES_SQL = """
+SELECT m.send_route,
+       count(*),
+       count(*) FILTER (WHERE m.pricing_category = 'marketing'
+                          AND m.send_route IN ('marketing_messages',
+                                               'rerouted_to_marketing_messages'))
+  FROM delivery_message AS m
+ WHERE m.campaign_id = %s
+   AND m.wamid IS NOT NULL
+ GROUP BY m.send_route
+"""
+ROUTE_LABELS = {
+    "": "Cloud API (/messages)",
+    "marketing_messages": "Marketing Messages API",
+    "rerouted_to_marketing_messages": "Marketing Messages API after a 131063 on /messages",
+    "rerouted_to_messages": "Cloud API after a 131055 on the Marketing Messages API",
+}
+
+
+def campaign_routes(*, campaign: Campaign) -> dict[str, Any]:
+    """The campaign's accepted sends by route, and the Cloud API fallbacks among them;
+    {} when every send went to /messages (the report then says nothing)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_ROUTES_SQL, [campaign.pk])
+        rows = cursor.fetchall()
+    if all(route == "" for route, _, _ in rows):
+        return {}
+    return {
+        "routes": [
+            {"route": route, "label": ROUTE_LABELS.get(route, route), "messages": int(n)}
+            for route, n, _ in sorted(rows)
+        ],
+        "cloud_api_fallback": sum(int(fallback) for _, _, fallback in rows),
+    }
+
+
 # --- one vocabulary of counts ------------------------------------------------------------------
 
 # Every page, the Messages filter and the export count a campaign's messages with these

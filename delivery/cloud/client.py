@@ -1,6 +1,7 @@
 """The Cloud API client: one pooled HTTP session per process, typed results, no database.
 
-``send`` posts one message to ``{base}/{version}/{phone_number_id}/messages`` and returns
+``send`` posts one message to ``{base}/{version}/{phone_number_id}/messages`` (or, for a
+marketing template through the Marketing Messages API, ``/marketing_messages``) and returns
 ``Accepted`` or ``ApiError``; it never raises for HTTP or network trouble. ``ApiError`` says
 whether the request may have reached Meta: a refused connection, a DNS failure or a connect
 timeout means the bytes never left (safe to resend); a read timeout or a reset after the
@@ -59,6 +60,22 @@ class SendRequest:
     language: str | None = None
     params: dict[str, Any] | None = None
     text: str | None = None
+    # MESSAGES, or MARKETING_MESSAGES (the Marketing Messages API, templates only) with its
+    # product_policy ("" leaves Meta's default) and message_activity_sharing (None: the
+    # WABA's setting).
+    endpoint: str = "messages"
+    product_policy: str = ""
+    activity_sharing: bool | None = None
+
+
+MESSAGES = "messages"
+MARKETING_MESSAGES = "marketing_messages"
+
+
+def send_url(req: SendRequest, api_version: str) -> str:
+    """``{base}/{version}/{phone_number_id}/messages`` (or ``/marketing_messages``)."""
+    endpoint = MARKETING_MESSAGES if req.endpoint == MARKETING_MESSAGES else MESSAGES
+    return f"{req.base_url.rstrip('/')}/{api_version}/{req.phone_number_id}/{endpoint}"
 
 
 # ``messages[].message_status`` of a send Meta accepted but holds: template pacing (a new,
@@ -101,7 +118,8 @@ SendResult = Accepted | ApiError
 # The template catalogue (delivery.cloud.template_sync): what GET message_templates asks for.
 TEMPLATE_FIELDS = (
     "name,language,status,category,components,id,"
-    "parameter_format,rejected_reason,quality_score,previous_category"
+    "parameter_format,rejected_reason,quality_score,previous_category,"
+    "message_send_ttl_seconds"
 )
 # What GET /{phone_number_id} and GET /{waba_id} are asked for (delivery.graph_reads).
 # The portfolio's messaging limit is ``whatsapp_business_manager_messaging_limit`` from
@@ -124,7 +142,10 @@ def number_fields(api_version: str) -> str:
     return _NUMBER_FIELDS.format(limit=MESSAGING_LIMIT_FIELD_V23 if old else MESSAGING_LIMIT_FIELD)
 
 
-ACCOUNT_FIELDS = "id,name,account_review_status,business_verification_status"
+ACCOUNT_FIELDS = (
+    "id,name,account_review_status,business_verification_status,"
+    "marketing_messages_onboarding_status"
+)
 
 
 @dataclass(frozen=True)
@@ -173,6 +194,11 @@ def build_message_body(req: SendRequest) -> dict[str, Any]:
         raise ValueError("a send needs a template_name or a text")
     if req.callback_data:
         body["biz_opaque_callback_data"] = req.callback_data
+    if req.endpoint == MARKETING_MESSAGES:
+        if req.product_policy:
+            body["product_policy"] = req.product_policy
+        if req.activity_sharing is not None:
+            body["message_activity_sharing"] = req.activity_sharing
     return body
 
 
@@ -543,7 +569,7 @@ class CloudApiClient:
         self._executor_lock = threading.Lock()
 
     def url_for(self, req: SendRequest) -> str:
-        return f"{req.base_url.rstrip('/')}/{self.api_version}/{req.phone_number_id}/messages"
+        return send_url(req, self.api_version)
 
     def send(self, req: SendRequest) -> SendResult:
         try:
@@ -628,6 +654,29 @@ class CloudApiClient:
             response = self.session.get(
                 url,
                 params={"fields": fields},
+                headers={"Authorization": bearer(access_token)},
+                timeout=self.timeout,
+            )
+            body = response.content
+        except requests.RequestException as exc:
+            return network_error(exc, latency_s=time.perf_counter() - started)
+        return parse_graph_node(
+            status=response.status_code,
+            body=body,
+            headers=response.headers,
+            latency_s=time.perf_counter() - started,
+        )
+
+    def post_node(
+        self, *, base_url: str, node_id: str, access_token: Secret | str, data: dict[str, Any]
+    ) -> GraphNode | ApiError:
+        """``POST /{node_id}`` with a JSON body (a template's settings, a WABA's switch)."""
+        url = f"{base_url.rstrip('/')}/{self.api_version}/{node_id}"
+        started = time.perf_counter()
+        try:
+            response = self.session.post(
+                url,
+                json=data,
                 headers={"Authorization": bearer(access_token)},
                 timeout=self.timeout,
             )

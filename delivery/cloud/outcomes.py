@@ -71,11 +71,14 @@ _CAMPAIGN_BROKEN = (
     131051,  # unsupported message type
     131052,  # media download error (the campaign's header media)
     131053,  # media upload error
-    131063,  # marketing templates disabled for Cloud API
+    # Marketing templates turned off on Cloud API: the sender first sends the row once
+    # through the Marketing Messages API (delivery.engine.routes); this is the outcome only
+    # when that could not be tried.
+    131063,
     131064,  # messaging limit reached for template-classification violations
-    # "Method not allowed": /marketing_messages refuses a non-marketing template; whatsblast
-    # sends through /messages, where it can only mean the set-up (template, endpoint) is
-    # wrong for every recipient alike.
+    # "Method not allowed": /marketing_messages refuses a non-marketing template. The sender
+    # first sends the row once through /messages (delivery.engine.routes); left over, it
+    # means the set-up (template, endpoint) is wrong for every recipient alike.
     131055,
     131061,  # a max-price template sent through /messages: only /marketing_messages takes it
     132000,  # parameter count mismatch with the template

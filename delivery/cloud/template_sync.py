@@ -57,6 +57,7 @@ _SYNCED_FIELDS = (
     "buttons",
     "cards",
     "offer",
+    "message_send_ttl_seconds",
     "components",
     "synced_at",
     "removed_upstream_at",
@@ -269,12 +270,22 @@ def _template_from_graph(
         buttons=parsed.buttons,
         cards=parsed.cards,
         offer=parsed.offer,
+        message_send_ttl_seconds=_ttl(item.get("message_send_ttl_seconds")),
         components=item.get("components") or [],
         synced_at=now,
         removed_upstream_at=None,
         updated_at=now,
     )
     return template, parsed.problems
+
+
+def _ttl(value: Any) -> int | None:
+    """``message_send_ttl_seconds``: whole seconds, or None when Meta gives none."""
+    try:
+        seconds = int(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if seconds > 0 else None
 
 
 def _reason(value: Any) -> str:
@@ -327,3 +338,46 @@ def template_sync_schedule() -> bool:
         return False
     queues.enqueue(queues.TEMPLATE_SYNC)
     return True
+
+
+# Meta's ranges for message_send_ttl_seconds by category (Meta, "Time-to-live", updated
+# 2026-05-21): a marketing template's is honoured only through the Marketing Messages API.
+TTL_RANGES: dict[str, tuple[int, int]] = {
+    "MARKETING": (43_200, 2_592_000),
+    "UTILITY": (30, 43_200),
+    "AUTHENTICATION": (30, 900),
+}
+
+
+class TemplateTtlError(ValueError):
+    """The time to live could not be set (out of range, or Meta refused it)."""
+
+
+def ttl_range_check(category: str, seconds: int) -> None:
+    low, high = TTL_RANGES.get(category.upper(), (30, 2_592_000))
+    if not low <= seconds <= high:
+        raise TemplateTtlError(
+            f"a {category.lower()} template's time to live is {low:,} to {high:,} seconds"
+        )
+
+
+def template_ttl_set(*, template: Template, seconds: int) -> None:
+    """Set the template's time to live at Meta (``POST /{template_id}``), then here."""
+    ttl_range_check(template.category, seconds)
+    if not template.meta_template_id:
+        raise TemplateTtlError("the template has no Meta id yet: sync the templates first")
+    number = PhoneNumber.objects.filter(account_id=template.account_id).order_by("pk").first()
+    if number is None:
+        raise TemplateTtlError("the template's WABA has no phone number, so no access token")
+    result = get_client().post_node(
+        base_url=str(number.api_base_url or settings.WHATSAPP_API_BASE_URL),
+        node_id=template.meta_template_id,
+        access_token=number.access_token,
+        data={"message_send_ttl_seconds": seconds},
+    )
+    if isinstance(result, ApiError):
+        raise TemplateTtlError(f"Meta refused it: {result.title or result.details}")
+    Template.objects.filter(pk=template.pk).update(
+        message_send_ttl_seconds=seconds, updated_at=timezone.now()
+    )
+    template.message_send_ttl_seconds = seconds

@@ -31,6 +31,7 @@ from delivery.cloud.client import (
     build_message_body,
     invalid_request,
     parse_response,
+    send_url,
 )
 
 
@@ -86,7 +87,7 @@ class AsyncTransport:
             data = json.dumps(build_message_body(req), separators=(",", ":")).encode()
         except (KeyError, TypeError, ValueError) as exc:
             return invalid_request(exc)
-        url = f"{req.base_url.rstrip('/')}/{self.api_version}/{req.phone_number_id}/messages"
+        url = send_url(req, self.api_version)
         headers = {
             "Authorization": bearer(req.access_token),
             "Content-Type": "application/json",

@@ -32,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import redis
@@ -390,6 +391,8 @@ class SendService:
                 effects=found,
             )
             if settlement is not None:
+                if item.route:
+                    settlement = replace(settlement, route=item.route)
                 settlements.append(settlement)
         opted_out = [c for e in effects.values() for c in e.opted_out_contact_ids]
         try:

@@ -23,7 +23,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -40,6 +40,7 @@ from delivery.engine.frequency_cap import FrequencyCapGuard
 from delivery.engine.pacing import concurrency_for, number_bucket
 from delivery.engine.ratelimit import TrafficClass
 from delivery.engine.reach import reach_admit, reach_from_table
+from delivery.engine.routes import endpoint_for, reroute, route_recorded
 from delivery.engine.send_trace import send_trace
 from delivery.engine.settle import RetryPolicy
 from delivery.engine.slots import LEASE_S
@@ -119,6 +120,9 @@ class CampaignRun:
     next_send_at: float = 0.0
     # A send came back saying the campaign is broken: none of its rows go before this.
     halted_until: float = 0.0
+    # The endpoint this run's sends go to first once one was refused with the code that
+    # names the other ('' until then: delivery.engine.routes.endpoint_for decides).
+    endpoint: str = ""
     # A campaign in many languages: each version's language by its Template id, read as
     # rows of a version are first claimed.
     languages: dict[int, str] = field(default_factory=dict)
@@ -198,6 +202,7 @@ class Finished:
     message: ClaimedMessage
     result: SendResult
     outcome: Outcome  # classify(result), computed once where the answer came back
+    route: str = ""  # Message.send_route (delivery.engine.routes)
 
 
 def campaign_run(campaign: Campaign) -> CampaignRun:
@@ -395,6 +400,8 @@ class NumberSender:
 
     async def _send(self, run: CampaignRun, message: ClaimedMessage) -> None:
         campaign = run.campaign
+        account = self.number.account
+        first = run.endpoint or endpoint_for(account, campaign.template)
         request = SendRequest(
             base_url=self.base_url,
             phone_number_id=self.number.phone_number_id,
@@ -404,16 +411,26 @@ class NumberSender:
             template_name=campaign.template.name,
             language=run.language_of(message),
             params=message.params,
+            endpoint=first,
+            product_policy=account.mm_product_policy,
+            activity_sharing=account.mm_activity_sharing,
         )
+        final = first
         try:
             result = await get_transport().send_async(request)
+            other = reroute(first, result)
+            if other is not None:
+                # Refused before anything was sent: the other endpoint, once (routes.py).
+                run.endpoint = final = other
+                result = await get_transport().send_async(replace(request, endpoint=other))
         finally:
             self.in_flight -= 1
             self._wake.set()
         outcome = classify(result)
         if outcome is Outcome.CAMPAIGN_BROKEN:
             run.halted_until = time.monotonic() + BROKEN_HALT_S
-        self.service.finished(Finished(self, run, message, result, outcome))
+        route = route_recorded(first, final)
+        self.service.finished(Finished(self, run, message, result, outcome, route))
         self._path_observe(result)
 
     def _path_observe(self, result: SendResult) -> None:

@@ -42,6 +42,7 @@ def build_app(simulator: Simulator) -> web.Application:
     app = web.Application(client_max_size=4 * 1024 * 1024)
     app[SIMULATOR_KEY] = simulator
     app.router.add_post("/{version}/{phone_number_id}/messages", send)
+    app.router.add_post("/{version}/{phone_number_id}/marketing_messages", send)
     app.router.add_get("/{version}/{waba_id}/message_templates", message_templates)
     app.router.add_get("/_sim/health", health)
     app.router.add_get("/_sim/config", config_get)
@@ -57,6 +58,7 @@ def build_app(simulator: Simulator) -> web.Application:
     app.router.add_get("/_sim/webhooks/idle", webhooks_idle)
     # Last: any other two-part path is a Graph node.
     app.router.add_get("/{version}/{node_id}", graph_node)
+    app.router.add_post("/{version}/{node_id}", graph_node_post)
     app.on_startup.append(_start_webhooks)
     app.on_cleanup.append(_stop_webhooks)
     return app
@@ -80,6 +82,7 @@ async def send(request: web.Request) -> web.Response:
         phone_number_id=request.match_info["phone_number_id"],
         authorization=request.headers.get("Authorization", ""),
         raw=raw,
+        endpoint=request.path.rsplit("/", 1)[-1],
     )
     if reply.delay_s > 0:
         simulator.in_flight += 1
@@ -133,6 +136,7 @@ async def graph_node(request: web.Request) -> web.Response:
             "name": "Simulated WABA",
             "account_review_status": "APPROVED",
             "business_verification_status": "verified",
+            "marketing_messages_onboarding_status": simulator.config.mm_onboarding_status,
         }
     else:
         status, body = errors.unknown_object_error(node_id)
@@ -142,6 +146,44 @@ async def graph_node(request: web.Request) -> web.Response:
         wanted = {f.strip() for f in fields.split(",")} | {"id"}
         data = {k: v for k, v in data.items() if k in wanted}
     return web.json_response(data)
+
+
+async def graph_node_post(request: web.Request) -> web.Response:
+    """``POST /{template_id}`` with ``message_send_ttl_seconds`` (Meta's ranges by category),
+    or ``POST /{waba_id}`` with ``disable_marketing_messages_on_cloud_api``."""
+    simulator = request.app[SIMULATOR_KEY]
+    node_id = request.match_info["node_id"]
+    if request.match_info["version"].startswith("_"):
+        raise web.HTTPNotFound()
+    data = await _body(request)
+    template = next((t for t in simulator.templates.values() if t.id == node_id), None)
+    if template is not None and "message_send_ttl_seconds" in data:
+        seconds = data["message_send_ttl_seconds"]
+        low, high = TTL_RANGES.get(template.category.upper(), (30, 2_592_000))
+        if not isinstance(seconds, int) or not low <= seconds <= high:
+            status, body = errors.graph_error(100, f"message_send_ttl_seconds: {low} to {high}")
+            return web.Response(status=status, body=body, content_type=_JSON)
+        template.message_send_ttl_seconds = seconds
+        return web.json_response({"success": True})
+    if "disable_marketing_messages_on_cloud_api" in data:
+        simulator.configure(
+            {
+                "marketing_disabled_on_cloud_api": bool(
+                    data["disable_marketing_messages_on_cloud_api"]
+                )
+            }
+        )
+        return web.json_response({"success": True})
+    status, body = errors.unknown_object_error(node_id)
+    return web.Response(status=status, body=body, content_type=_JSON)
+
+
+# Meta's message_send_ttl_seconds ranges by template category.
+TTL_RANGES = {
+    "MARKETING": (43_200, 2_592_000),
+    "UTILITY": (30, 43_200),
+    "AUTHENTICATION": (30, 900),
+}
 
 
 def _cursor(index: int) -> str:

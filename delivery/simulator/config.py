@@ -80,6 +80,16 @@ class SimConfig:
     messaging_limit_window_s: float = 24 * 3600.0
     over_limit_code: int = 131026
     over_limit_sync: bool = False
+    # The Marketing Messages API (POST /{phone_number_id}/marketing_messages): every WABA's
+    # onboarding status as GET /{waba_id} reports it (marketing_messages_onboarding_status;
+    # only ONBOARDED sends there, as marketing_lite; otherwise a CLOUD_API_FALLBACK send is
+    # delivered as Cloud API marketing and a STRICT one refused), and whether the business
+    # turned marketing templates off on /messages (then refused there with 131063).
+    mm_onboarding_status: str = "ONBOARDED"
+    marketing_disabled_on_cloud_api: bool = False
+    # Turns marketing off on /messages once this many sends were accepted there: the
+    # business flipping the switch in the middle of a campaign.
+    marketing_disabled_after: int | None = None
     # Unknown phone_number_ids register themselves with the token they present.
     auto_register: bool = False
     default_rate: float = 80.0
@@ -282,6 +292,7 @@ class TemplateSpec:
     waba_id: str | None = None
     quality_score: str = "GREEN"
     rejected_reason: str = ""
+    message_send_ttl_seconds: int | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TemplateSpec:
@@ -351,6 +362,8 @@ class TemplateSpec:
         }
         if self.status == "REJECTED":
             data["rejected_reason"] = self.rejected_reason or "INVALID_FORMAT"
+        if self.message_send_ttl_seconds is not None:
+            data["message_send_ttl_seconds"] = self.message_send_ttl_seconds
         return data
 
 

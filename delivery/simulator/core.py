@@ -6,6 +6,7 @@ import asyncio
 import json
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,9 @@ from delivery.simulator.records import (
 from delivery.simulator.us_pause import us_marketing_failure
 from delivery.simulator.validate import Invalid, check_shape, check_template
 from delivery.simulator.webhooks import SentMessage, WebhookDispatcher
+
+MESSAGES_ENDPOINT = "messages"
+MARKETING_ENDPOINT = "marketing_messages"
 
 
 @dataclass
@@ -72,6 +76,7 @@ class Simulator:
         self.in_flight = 0
         self.over_limit = 0
         self.quality_held = 0
+        self.endpoints: Counter[str] = Counter()
 
     # --- control ------------------------------------------------------------------------
 
@@ -111,6 +116,7 @@ class Simulator:
             "in_flight": self.in_flight,
             "messaging_limit_exceeded": self.over_limit,
             "held_for_quality_assessment": self.quality_held,
+            "accepted_by_endpoint": dict(self.endpoints),
             "webhooks": self.webhooks.stats(),
             "numbers": sorted(self.numbers),
             "templates": len(self.templates),
@@ -140,8 +146,20 @@ class Simulator:
 
     # --- the send endpoint --------------------------------------------------------------
 
-    def handle_send(self, *, phone_number_id: str, authorization: str, raw: bytes) -> Reply:
-        """Decide one send: validate like Meta, apply limits and faults, record, answer."""
+    def handle_send(
+        self,
+        *,
+        phone_number_id: str,
+        authorization: str,
+        raw: bytes,
+        endpoint: str = MESSAGES_ENDPOINT,
+    ) -> Reply:
+        """Decide one send: validate like Meta, apply limits and faults, record, answer.
+
+        ``endpoint`` is ``messages`` or ``marketing_messages`` (the Marketing Messages API:
+        marketing templates only, 131055 for any other; its sends are priced
+        ``marketing_lite`` once the WABA is onboarded).
+        """
         cfg = self.config
         req = _Request(
             self.recorder.next_seq(), time.monotonic(), time.time(), phone_number_id, raw
@@ -161,8 +179,13 @@ class Simulator:
         if number is None:
             return self._reply(req, *errors.unknown_object_error(phone_number_id), "100")
         template = None
+        category = "service"
         try:
             body = _json(raw)
+            if endpoint == MARKETING_ENDPOINT and (
+                not isinstance(body, dict) or body.get("type") != "template"
+            ):
+                raise Invalid(100, "Message must be a template message.")
             check_shape(body)
             # ``to`` (a phone) wins over ``recipient`` (a user id) when both are given.
             req.to = body.get("to") or body["recipient"]
@@ -175,6 +198,7 @@ class Simulator:
                     # Meta: one-tap, zero-tap and copy-code authentication templates (the
                     # only kinds there are) still need a phone number.
                     raise Invalid(131062, errors.USER_ID_NOT_SUPPORTED)
+                category = self._route(endpoint, body, template)
         except Invalid as exc:
             return self._reply(req, *errors.graph_error(exc.code, exc.details), str(exc.code))
         recipient = recipient_key(req.to)
@@ -192,7 +216,7 @@ class Simulator:
                 wamid=wamid,
                 recipient_id=recipient,
                 callback_data=req.callback,
-                category=(template.category.lower() if template else "service"),
+                category=category,
                 accepted_at=req.wall,
             ),
             failure_code=late_fail,
@@ -206,10 +230,40 @@ class Simulator:
             paced = cfg.quality_held(template.name, draw)
             self.quality_held += paced
             status = HELD_FOR_QUALITY_ASSESSMENT if paced else "accepted"
+        self.endpoints[endpoint] += 1
         reply = self._reply(req, 200, _success(req.to, wamid, status), outcome)
         if held:
             reply.delay_s = cfg.timeout_hold_s
         return reply
+
+    def _route(self, endpoint: str, body: dict[str, Any], template: TemplateSpec) -> str:
+        """The send's pricing category, or ``Invalid`` where the endpoint refuses it."""
+        cfg = self.config
+        marketing = template.category.upper() == "MARKETING"
+        if endpoint == MESSAGES_ENDPOINT:
+            switched = cfg.marketing_disabled_after is not None and (
+                self.endpoints[MESSAGES_ENDPOINT] >= cfg.marketing_disabled_after
+            )
+            if marketing and (cfg.marketing_disabled_on_cloud_api or switched):
+                raise Invalid(131063, errors.TITLES[131063][1])
+            return template.category.lower()
+        if not marketing:
+            raise Invalid(131055, errors.TITLES[131055][1])
+        policy = body.get("product_policy", "CLOUD_API_FALLBACK")
+        if policy not in ("CLOUD_API_FALLBACK", "STRICT"):
+            raise Invalid(100, "product_policy must be CLOUD_API_FALLBACK or STRICT.")
+        sharing = body.get("message_activity_sharing")
+        if sharing is not None and not isinstance(sharing, bool):
+            raise Invalid(100, "message_activity_sharing must be a boolean.")
+        if cfg.mm_onboarding_status == "ONBOARDED":
+            return "marketing_lite"
+        if policy == "STRICT":
+            raise Invalid(
+                100,
+                "The WhatsApp Business Account is not onboarded to the Marketing Messages API "
+                f"({cfg.mm_onboarding_status}).",
+            )
+        return "marketing"  # delivered through Cloud API, as the fallback policy says
 
     def _template(self, body: dict[str, Any]) -> TemplateSpec:
         name = body["template"]["name"]

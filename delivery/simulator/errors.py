@@ -48,6 +48,15 @@ TITLES: dict[int, tuple[str, str]] = {
         "Message failed to send because there were too many messages sent from this phone "
         "number to the same phone number in a short period of time.",
     ),
+    131055: (
+        "Method not allowed",
+        "The Marketing Messages API sends marketing templates only.",
+    ),
+    131063: (
+        "Marketing messages disabled on Cloud API",
+        "This business has turned off marketing templates on Cloud API: send them through "
+        "the Marketing Messages API.",
+    ),
     131062: (
         "Business-scoped User ID recipients are not supported",
         "Business-scoped User ID recipients are not supported for this message.",

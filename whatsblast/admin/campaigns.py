@@ -96,7 +96,12 @@ from delivery.campaigns.pricing import (
     cost_total,
     rate_card_currency,
 )
-from delivery.campaigns.progress import campaign_by_language, campaign_failures, campaign_skips
+from delivery.campaigns.progress import (
+    campaign_by_language,
+    campaign_failures,
+    campaign_routes,
+    campaign_skips,
+)
 from delivery.campaigns.retry import campaign_retry_failed
 from webhooks.inbound import QuickReplyOptOut, quick_reply_opt_outs
 from whatsblast.admin.campaign_live import POLL_SECONDS, campaign_live, campaign_live_forget
@@ -968,6 +973,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "charged_label": CHARGED_LABEL,
             "skips": campaign_skips(campaign=campaign),
             "by_language": campaign_by_language(campaign=campaign),
+            "routes": campaign_routes(campaign=campaign),
             "follow_ups": _follow_ups(campaign, request) if campaign.started_at else [],
             "follow_up_url": reverse("admin:campaigns_campaign_follow_up", args=[campaign.pk]),
             "duration": duration,

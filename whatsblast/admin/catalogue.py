@@ -20,7 +20,12 @@ from campaigns.models import (
     RateCard,
     Template,
 )
-from delivery.cloud.template_sync import templates_sync
+from delivery.cloud.template_sync import (
+    TemplateTtlError,
+    template_ttl_set,
+    templates_sync,
+    ttl_range_check,
+)
 
 
 @admin.register(BusinessAccount)
@@ -31,14 +36,17 @@ class BusinessAccountAdmin(admin.ModelAdmin[BusinessAccount]):
         "business_id",
         "messaging_limit_tier",
         "account_review_status",
+        "marketing_messages_api",
+        "mm_onboarding_status",
         "graph_read_at",
         "updated_at",
     )
-    list_filter = ("messaging_limit_tier",)
+    list_filter = ("messaging_limit_tier", "marketing_messages_api")
     search_fields = ("waba_id", "name", "business_id")
     ordering = ("name", "waba_id")
     readonly_fields = (
         "account_review_status",
+        "mm_onboarding_status",
         "graph_read_at",
         "graph_error",
         "created_at",
@@ -74,7 +82,31 @@ class BusinessAccountAdmin(admin.ModelAdmin[BusinessAccount]):
 class TemplateAdminForm(forms.ModelForm[Template]):
     class Meta:
         model = Template
-        fields = ("account", "name", "language", "category", "status", "body_text", "components")
+        fields = (
+            "account",
+            "name",
+            "language",
+            "category",
+            "status",
+            "body_text",
+            "components",
+            "message_send_ttl_seconds",
+        )
+        help_texts = {
+            "message_send_ttl_seconds": "How long Meta tries to deliver a send, set at Meta on "
+            "save. Marketing: 43,200 to 2,592,000 (12 h to 30 days), honoured only through "
+            "the Marketing Messages API; utility 30 to 43,200; authentication 30 to 900.",
+        }
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        seconds = data.get("message_send_ttl_seconds")
+        if seconds is not None:
+            try:
+                ttl_range_check(str(data.get("category") or ""), int(seconds))
+            except TemplateTtlError as exc:
+                self.add_error("message_send_ttl_seconds", str(exc))
+        return data
 
     def clean_body_text(self) -> str:
         body = str(self.cleaned_data.get("body_text") or "")
@@ -91,6 +123,7 @@ class TemplateAdmin(admin.ModelAdmin[Template]):
         "category",
         "status",
         "account",
+        "message_send_ttl_seconds",
         "body_param_count",
         "send_problems",
         "updated_at",
@@ -117,7 +150,18 @@ class TemplateAdmin(admin.ModelAdmin[Template]):
 
     def save_model(self, request: HttpRequest, obj: Template, form: Any, change: bool) -> None:
         obj.body_param_count, obj.body_param_names = form.body_params
+        seconds = obj.message_send_ttl_seconds
+        ttl_changed = change and "message_send_ttl_seconds" in form.changed_data
+        if ttl_changed:
+            obj.message_send_ttl_seconds = form.initial.get("message_send_ttl_seconds")
         super().save_model(request, obj, form, change)
+        if ttl_changed and seconds is not None:
+            try:
+                template_ttl_set(template=obj, seconds=seconds)
+            except TemplateTtlError as exc:
+                self.message_user(request, f"Time to live not changed: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"Time to live set at Meta: {seconds:,} s.")
 
 
 @admin.register(RateCard)
