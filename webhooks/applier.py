@@ -27,7 +27,13 @@ from webhooks import metrics
 from webhooks.account_events import account_changes_apply, template_changes_apply
 from webhooks.failures import async_errors_apply, failures_apply
 from webhooks.inbound import inbound_store
-from webhooks.models import AsyncError, UnmatchedStatus, WebhookEvent, WebhookEventStatus
+from webhooks.models import (
+    AsyncError,
+    MarketingClick,
+    UnmatchedStatus,
+    WebhookEvent,
+    WebhookEventStatus,
+)
 from webhooks.payloads import ParsedBody, PayloadRejected, StatusUpdate, body_parse, json_clean
 from webhooks.services import applier_debounce_clear, applier_schedule
 from webhooks.statuses import statuses_reduce, statuses_resolve
@@ -60,6 +66,7 @@ class ApplyReport:
     inbound: int = 0
     opt_outs: int = 0
     async_errors: int = 0
+    user_actions: int = 0  # clicks on Marketing Messages API sends, stored
     templates_updated: int = 0
     account_changes: int = 0
     campaigns_paused: int = 0
@@ -247,6 +254,24 @@ def _others_apply(events: list[_Event], now: datetime, report: ApplyReport) -> N
         codes = Counter(error.code for error in errors)
         logger.warning("Meta reported system errors by callback: %s", dict(codes))
     report.async_errors = len(errors)
+    clicks = [
+        MarketingClick(
+            event_id=e.id,
+            phone_number_id=action.phone_number_id,
+            action_type=action.action_type,
+            click_component=action.click_component,
+            product_id=action.product_id,
+            click_id=action.click_id,
+            tracking_token=action.tracking_token,
+            clicked_at=action.timestamp,
+            payload=json_clean(action.raw),
+        )
+        for e, p in parsed
+        for action in p.user_actions
+    ]
+    if clicks:
+        MarketingClick.objects.bulk_create(clicks)
+    report.user_actions = len(clicks)
     async_effects = async_errors_apply(errors=[item for _, p in parsed for item in p.errors])
     report.numbers_slowed += async_effects.numbers_slowed
     report.campaigns_paused += async_effects.campaigns_paused

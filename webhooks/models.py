@@ -160,3 +160,35 @@ class AsyncError(models.Model):
 
     def __str__(self) -> str:
         return f"async error {self.code} on {self.phone_number_id or '?'}"
+
+
+class MarketingClick(models.Model):
+    """A click Meta reported on a Marketing Messages API send (``value.user_actions[]``).
+
+    Meta's documented payload carries a click id and a tracking token but no wamid and no
+    recipient, so a click is kept as Meta gave it, by its number; a later join may tie
+    tokens to campaigns.
+    """
+
+    event = models.ForeignKey(
+        WebhookEvent, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    phone_number_id = models.CharField(max_length=64, blank=True)
+    action_type = models.CharField(max_length=64)
+    click_component = models.CharField(max_length=32, blank=True)  # cta | body
+    product_id = models.CharField(max_length=200, blank=True)
+    click_id = models.CharField(max_length=200, blank=True)
+    tracking_token = models.CharField(max_length=500, blank=True)
+    clicked_at = models.DateTimeField(null=True, blank=True)
+    payload = models.JSONField()
+    received_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-received_at",)
+        indexes = [
+            models.Index(fields=("phone_number_id", "-received_at"), name="mmclick_number_idx"),
+            models.Index(fields=("tracking_token",), name="mmclick_token_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.action_type} on {self.phone_number_id or '?'}"

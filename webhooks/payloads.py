@@ -121,6 +121,21 @@ class UserPreference:
 
 
 @dataclass(frozen=True)
+class UserAction:
+    """``value.user_actions[]``: a click on a Marketing Messages API send (or another
+    action Meta adds; ``action_type`` is an open list)."""
+
+    action_type: str
+    click_component: str
+    product_id: str
+    click_id: str
+    tracking_token: str
+    timestamp: datetime | None
+    phone_number_id: str
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
 class AsyncErrorItem:
     code: int | None
     title: str
@@ -168,6 +183,7 @@ class AccountChange:
 @dataclass
 class ParsedBody:
     statuses: list[StatusUpdate] = field(default_factory=list)
+    user_actions: list[UserAction] = field(default_factory=list)
     inbound: list[Inbound] = field(default_factory=list)
     errors: list[AsyncErrorItem] = field(default_factory=list)
     preferences: list[UserPreference] = field(default_factory=list)
@@ -251,6 +267,7 @@ def _change_parse(parsed: ParsedBody, waba_id: str, name: str, value: dict[str, 
 
 def _messages_value_parse(parsed: ParsedBody, value: dict[str, Any]) -> None:
     phone_number_id = _text(_dict(value.get("metadata")).get("phone_number_id"), 64)
+    _user_actions_parse(parsed, value, phone_number_id)
     entries = _contact_entries(value.get("contacts"))
     statuses: list[StatusUpdate] = []
     for item in _items(value, "statuses", parsed):
@@ -695,3 +712,28 @@ def json_clean(value: Any) -> Any:
     if isinstance(value, list):
         return [json_clean(v) for v in value]
     return value
+
+
+def _user_actions_parse(parsed: ParsedBody, value: dict[str, Any], phone_number_id: str) -> None:
+    """Clicks on Marketing Messages API sends (Meta, "Track click events", 2026-06-30)."""
+    for item in _items(value, "user_actions", parsed):
+        action_type = _text(item.get("action_type"), 64)
+        if not action_type:
+            parsed.counts["malformed.user_action"] += 1
+            continue
+        data = _dict(
+            item.get(f"{action_type}_data") or item.get("marketing_messages_link_click_data")
+        )
+        parsed.user_actions.append(
+            UserAction(
+                action_type=action_type,
+                click_component=_text(data.get("click_component"), 32),
+                product_id=_text(data.get("product_id"), 200),
+                click_id=_text(data.get("click_id"), 200),
+                tracking_token=_text(data.get("tracking_token"), 500),
+                timestamp=epoch_parse(item.get("timestamp")),
+                phone_number_id=phone_number_id,
+                raw=item,
+            )
+        )
+        parsed.counts[f"user_actions.{action_type}"] += 1

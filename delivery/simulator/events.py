@@ -204,7 +204,37 @@ def _user_changed_user_id(sources: EventSources, data: dict[str, Any]) -> Event:
     )
 
 
+def _link_click(sources: EventSources, data: dict[str, Any]) -> Event:
+    """``{phone_number_id, click_component?, product_id?, click_id?, tracking_token?}``: a
+    click on a Marketing Messages API send, as Meta's "Track click events" page shows it
+    (``value.user_actions[]``, no ``statuses`` or ``messages``, and no wamid or recipient)."""
+    number = _number(sources, data)
+    click = {
+        "click_component": str(data.get("click_component") or "cta"),
+        "click_id": str(data.get("click_id") or hashlib.sha1(repr(data).encode()).hexdigest()[:16]),  # noqa: S324
+        "tracking_token": str(data.get("tracking_token") or ""),
+    }
+    if data.get("product_id"):
+        click["product_id"] = str(data["product_id"])
+    value = {
+        "messaging_product": "whatsapp",
+        "metadata": {
+            "display_phone_number": _display(number),
+            "phone_number_id": number.phone_number_id,
+        },
+        "user_actions": [
+            {
+                "action_type": "marketing_messages_link_click",
+                "timestamp": str(int(data.get("timestamp") or time.time())),
+                "marketing_messages_link_click_data": click,
+            }
+        ],
+    }
+    return Event(number.waba_id or sources.default_waba_id, "messages", value)
+
+
 _BUILDERS: dict[str, Callable[[EventSources, dict[str, Any]], Event]] = {
+    "link_click": _link_click,
     "template_status": _template_status,
     "template_category": _template_category,
     "template_quality": _template_quality,

@@ -166,3 +166,35 @@ def test_a_user_who_changed_user_id_keeps_their_contact(
     assert contact.user_id == new and contact.phone is None
     stored = InboundMessage.objects.get()
     assert (stored.from_user_id, stored.contact_id) == (old, contact.pk)
+
+
+def test_a_click_on_a_marketing_messages_send_is_stored_as_meta_gave_it(
+    sim: SimulatorServer, number: PhoneNumber
+) -> None:
+    from webhooks.models import MarketingClick
+
+    posted = land(
+        sim,
+        "link_click",
+        phone_number_id=number.phone_number_id,
+        click_component="body",
+        product_id="SKU-7",
+        click_id="c-123",
+        tracking_token="tok-9",
+        timestamp=1767225600,
+    )
+    value = posted["entry"][0]["changes"][0]["value"]
+    assert "statuses" not in value and "messages" not in value  # Meta's documented shape
+    click = MarketingClick.objects.get()
+    assert (click.action_type, click.click_component, click.product_id) == (
+        "marketing_messages_link_click",
+        "body",
+        "SKU-7",
+    )
+    assert (click.click_id, click.tracking_token, click.phone_number_id) == (
+        "c-123",
+        "tok-9",
+        number.phone_number_id,
+    )
+    assert click.clicked_at is not None and int(click.clicked_at.timestamp()) == 1767225600
+    assert click.payload == value["user_actions"][0]

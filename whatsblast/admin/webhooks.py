@@ -10,7 +10,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from campaigns.audience.phone_search import phone_search_candidates
-from webhooks.models import AsyncError, InboundMessage, UnmatchedStatus, WebhookEvent
+from webhooks.models import (
+    AsyncError,
+    InboundMessage,
+    MarketingClick,
+    UnmatchedStatus,
+    WebhookEvent,
+)
 from webhooks.services import events_requeue
 from whatsblast.admin.customer_links import customer_link
 from whatsblast.admin.tables import json_table
@@ -100,6 +106,23 @@ class InboundMessageAdmin(ReadOnlyAdmin):
         if phones:
             return queryset.filter(from_phone__in=phones), False
         return super().get_search_results(request, queryset, search_term)
+
+
+@admin.register(MarketingClick)
+class MarketingClickAdmin(ReadOnlyAdmin):
+    """Clicks Meta reported on Marketing Messages API sends, as Meta gave them."""
+
+    list_display = (
+        "received_at",
+        "action_type",
+        "click_component",
+        "product_id",
+        "tracking_token",
+        "phone_number_id",
+    )
+    list_filter = ("action_type", "click_component")
+    search_fields = ("tracking_token", "click_id", "product_id")
+    ordering = ("-received_at",)
 
 
 @admin.register(AsyncError)
