@@ -207,3 +207,31 @@ def test_the_time_to_live_is_read_at_sync_and_set_at_meta_within_its_range() -> 
         assert Template.objects.get(pk=template.pk).message_send_ttl_seconds == 172_800
         assert templates_sync(account=number.account).ok  # Meta now lists the new value
         assert Template.objects.get(pk=template.pk).message_send_ttl_seconds == 172_800
+
+
+@override_settings(CAMPAIGN_JOB_BUDGET_SECONDS=1.0)
+def test_sends_meta_delivered_through_cloud_api_instead_are_counted_as_fallbacks(
+    live_server: Any, settings: Any
+) -> None:
+    from tests.engine_support import settle, simulator_calling
+    from tests.webhooks.support import APP_SECRET
+
+    settings.WHATSAPP_APP_SECRET = APP_SECRET
+    with simulator_calling(
+        live_server, APP_SECRET, mm_onboarding_status="PENDING_INTERNAL_SETUP"
+    ) as sim:
+        number = number_on(sim, rate=200, reserve=0.0)
+        BusinessAccount.objects.filter(pk=number.account_id).update(marketing_messages_api=True)
+        number.refresh_from_db()
+        promo = campaign_of(sim, number, category="MARKETING", recipients=8, tag="promo")
+        campaign_start(campaign=promo)
+        settle(sim)
+    rows = Message.objects.filter(campaign=promo)
+    assert set(rows.values_list("status", flat=True)) == {"delivered"}
+    assert set(rows.values_list("pricing_category", flat=True)) == {"marketing"}
+    routes = campaign_routes(campaign=promo)
+    assert routes["routes"][0]["messages"] == 8 and routes["cloud_api_fallback"] == 8
+    client = Client()
+    client.force_login(role_user("Marketing"))
+    html = client.get(reverse("admin:campaigns_campaign_report", args=[promo.pk])).content.decode()
+    assert '<td class="wb-num" id="wb-cloud-fallback">8</td>' in html
