@@ -60,6 +60,9 @@ _COPIED = (
     "time_zone_attribute",
     "frequency_cap",
     "frequency_cap_defer",
+    "languages",
+    "language_field",
+    "language_fallback",
     *GUARD_SETTINGS,
 )
 

@@ -269,3 +269,16 @@ def test_the_campaign_form_saves_segments_exclusions_and_the_cap(sent) -> None:
     assert list(campaign.segments.all()) == [segment]
     assert list(campaign.exclude_lists.all()) == [staff]
     assert (campaign.frequency_cap, campaign.frequency_cap_defer) == ("1/7d", True)
+
+
+def test_a_follow_up_keeps_the_campaign_s_languages(sent) -> None:
+    Campaign.objects.filter(pk=sent.pk).update(
+        languages=True, language_field="locale", language_fallback="en_US"
+    )
+    sent.refresh_from_db()
+    draft = campaign_follow_up(campaign=sent, key="failed")
+    assert (draft.languages, draft.language_field, draft.language_fallback) == (
+        True,
+        "locale",
+        "en_US",
+    )
