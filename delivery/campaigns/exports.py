@@ -45,6 +45,10 @@ COLUMNS = (
     ("cost", "cost_price"),
     ("currency", "cost_currency"),
     ("wamid", "wamid"),
+    # The version sent (a campaign in many languages) and where the send went: '' for
+    # /messages, else delivery.engine.routes' names.
+    ("language", "template__language"),
+    ("sent_through", "send_route"),
 )
 
 

@@ -224,6 +224,20 @@ def build_asyncerrors() -> None:
     _bulk(AsyncError, (AsyncError(code=131000, title="x", payload={}) for i in range(ROWS)))
 
 
+def build_marketing_clicks() -> None:
+    from webhooks.models import MarketingClick
+
+    _bulk(
+        MarketingClick,
+        (
+            MarketingClick(
+                action_type="marketing_messages_link_click", tracking_token=f"t{i}", payload={}
+            )
+            for i in range(ROWS)
+        ),
+    )
+
+
 def build_users() -> None:
     user_model = get_user_model()
     _bulk(user_model, (user_model(username=f"u{i}", password="!") for i in range(ROWS)))
@@ -271,6 +285,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "webhooks.unmatchedstatus": build_unmatchedstatuses,
     "webhooks.inboundmessage": build_inboundmessages,
     "webhooks.asyncerror": build_asyncerrors,
+    "webhooks.marketingclick": build_marketing_clicks,
     "auth.user": build_users,
     "auth.group": build_groups,
     # The queue dashboard has no table: its page lists the queues.
