@@ -63,11 +63,26 @@ def template_unusable_reasons(template: Template) -> list[str]:
     """Why campaigns cannot send ``template`` ([] if they can): its stored components, and
     for rows typed by hand (no components) the header and buttons recorded on the row."""
     reasons = components_unsupported(template.components)
+    reasons.extend(_unparsed(template))
     reasons.extend(_header_unsupported(template.header_format or "TEXT"))
     for button in template.buttons or ():
         if isinstance(button, dict):
             reasons.extend(_button_unsupported(str(button.get("type") or "")))
     return list(dict.fromkeys(reasons))
+
+
+def _unparsed(template: Template) -> list[str]:
+    """A carousel or an expiring offer in the components that the row does not carry
+    parsed (a row written before this version read them): sent as it is, it would go out
+    without its cards or expiry, so it waits for the next template sync."""
+    kinds = {
+        str(c.get("type") or "").upper() for c in template.components or () if isinstance(c, dict)
+    }
+    if "CAROUSEL" in kinds and not template.cards:
+        return ["its carousel cards are not read yet: sync the templates"]
+    if "LIMITED_TIME_OFFER" in kinds and not template.offer:
+        return ["its limited-time offer is not read yet: sync the templates"]
+    return []
 
 
 def _component_reason(kind: str) -> str:

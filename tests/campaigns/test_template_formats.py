@@ -495,3 +495,36 @@ def test_the_preview_shows_cards_an_offer_and_a_coupon_as_whatsapp_does() -> Non
         "kind": "copy_code",
         "code": "BO25",
     }
+
+
+def test_a_row_whose_carousel_is_not_parsed_yet_waits_for_the_sync() -> None:
+    from campaigns.catalogue.sendable import template_unusable_reasons
+
+    data = published("pywa_carousel_media_cards")
+    row = Template(name="old", language="en_US", components=data["components"], cards=[])
+    assert template_unusable_reasons(row) == [
+        "its carousel cards are not read yet: sync the templates"
+    ]
+    assert template_unusable_reasons(stored("pywa_carousel_media_cards")) == []
+    offer = published("pywa_limited_time_offer")
+    row = Template(name="old", language="en_US", components=offer["components"], offer={})
+    assert template_unusable_reasons(row) == [
+        "its limited-time offer is not read yet: sync the templates"
+    ]
+
+
+def test_the_migration_reads_the_formats_of_rows_synced_before_it() -> None:
+    from importlib import import_module
+
+    from django.apps import apps
+
+    migration = import_module("campaigns.migrations.0021_template_formats_reparse")
+    data = published("pywa_carousel_media_cards")
+    row = Template.objects.create(
+        account=make_account(), name="old", language="en_US", components=data["components"]
+    )
+    assert row.cards == []
+    migration.reparse(apps, None)
+    row.refresh_from_db()
+    assert len(row.cards) == 3 and row.cards[0]["header_format"] == "IMAGE"
+    assert row.buttons == []  # the carousel's buttons are on its cards

@@ -9,8 +9,6 @@ Jamaica, which share +1 with the US, are sent to. The page is saved to /tmp (not
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,35 +86,40 @@ def test_a_marketers_preflight_shows_the_us_skipped_and_its_neighbours_sent_by_c
     wide.screenshot(path=SCREENSHOT, full_page=True)
 
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "real" / "templates_listing"
+# A GIF header (the Marketing Messages API's animated media), which the send path does not
+# build: the kind of template this version refuses, with the reason.
+GIF_COMPONENTS = [
+    {"type": "HEADER", "format": "GIF", "example": {"header_handle": ["4::aW..."]}},
+    {"type": "BODY", "text": "Hi {{1}}, our sale starts now", "example": {"body_text": [["Ana"]]}},
+]
 
 
-def test_a_marketer_sees_why_a_carousel_template_cannot_be_launched(
-    wide: Any, live_server: Any
-) -> None:
-    """A synced carousel (Meta's own example body) is refused at the pre-flight, which names
-    the reason and offers no launch."""
+def test_a_marketer_sees_why_a_template_cannot_be_launched(wide: Any, live_server: Any) -> None:
+    """A synced template of a kind this version cannot send is refused at the pre-flight,
+    which names the reason and offers no launch."""
     role_user(MARKETING)
-    carousel = json.loads((FIXTURES / "meta_doc_carousel_media_cards.json").read_text())
     account = make_account()
     template = make_template(
         account=account,
-        name="summer_carousel",
+        name="summer_gif",
         category=TemplateCategory.MARKETING,
-        components=carousel["components"],
+        components=GIF_COMPONENTS,
+        body_text=GIF_COMPONENTS[1]["text"],
+        body_param_count=1,
     )
     audience = make_contact_list(name="Brazil")
     make_contact(phone="+5511987654301", name="Ana", contact_list=audience)
     campaign = make_campaign(
-        name="Summer carousel",
+        name="Summer sale",
         phone_number=make_phone_number(account=account),
         template=template,
         lists=[audience],
+        param_mapping={"body": {"1": {"field": "name"}}},
     )
     base = live_server.url
     log_in(wide, base, "mia")
     wide.goto(base + reverse("admin:campaigns_campaign_preflight", args=[campaign.pk]))
     findings = wide.inner_text("#wb-findings")
-    assert "carousel templates are not supported yet" in findings
+    assert "GIF headers are not supported yet" in findings
     assert wide.locator("#wb-launch-form").count() == 0
     assert "The launch would be refused" in wide.inner_text("#content-main")
