@@ -648,37 +648,26 @@ class CloudApiClient:
         self, *, base_url: str, node_id: str, access_token: Secret | str, fields: str
     ) -> GraphNode | ApiError:
         """``GET /{node_id}?fields=…`` (a management call, like the template listing)."""
-        url = f"{base_url.rstrip('/')}/{self.api_version}/{node_id}"
-        started = time.perf_counter()
-        try:
-            response = self.session.get(
-                url,
-                params={"fields": fields},
-                headers={"Authorization": bearer(access_token)},
-                timeout=self.timeout,
-            )
-            body = response.content
-        except requests.RequestException as exc:
-            return network_error(exc, latency_s=time.perf_counter() - started)
-        return parse_graph_node(
-            status=response.status_code,
-            body=body,
-            headers=response.headers,
-            latency_s=time.perf_counter() - started,
-        )
+        return self._node_call("GET", base_url, node_id, access_token, params={"fields": fields})
 
     def post_node(
         self, *, base_url: str, node_id: str, access_token: Secret | str, data: dict[str, Any]
     ) -> GraphNode | ApiError:
         """``POST /{node_id}`` with a JSON body (a template's settings, a WABA's switch)."""
+        return self._node_call("POST", base_url, node_id, access_token, json=data)
+
+    def _node_call(
+        self, method: str, base_url: str, node_id: str, access_token: Secret | str, **kwargs: Any
+    ) -> GraphNode | ApiError:
         url = f"{base_url.rstrip('/')}/{self.api_version}/{node_id}"
         started = time.perf_counter()
         try:
-            response = self.session.post(
+            response = self.session.request(
+                method,
                 url,
-                json=data,
                 headers={"Authorization": bearer(access_token)},
                 timeout=self.timeout,
+                **kwargs,
             )
             body = response.content
         except requests.RequestException as exc:

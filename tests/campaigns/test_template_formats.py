@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,12 +32,12 @@ from campaigns.models import Contact, Template
 from delivery.cloud.client import SendRequest, build_message_body
 from delivery.simulator.config import TemplateSpec
 from delivery.simulator.validate import Invalid, check_shape, check_template
+from tests.campaigns.test_template_kinds import published
 from tests.factories import make_account, make_contact
 from whatsblast.core.template_values import offer_expiry_ms
 
 pytestmark = pytest.mark.django_db
 
-LISTING = Path(__file__).resolve().parent.parent / "fixtures" / "real" / "templates_listing"
 FORMATS = [
     "meta_doc_carousel_media_cards",
     "pywa_carousel_media_cards",
@@ -51,11 +50,6 @@ FORMATS = [
     "pywa_spm_product_header",
 ]
 TOMORROW = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def published(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((LISTING / f"{name}.json").read_text())
-    return data
 
 
 def stored(name: str) -> Template:
