@@ -40,39 +40,113 @@
     hidden.value = JSON.stringify(mapping);
   }
 
+  function isObject(value) {
+    return Boolean(value) && typeof value === "object" && !Array.isArray(value);
+  }
+
+  function isEmpty(value) {
+    if (Array.isArray(value)) return value.length === 0;
+    return isObject(value) && Object.keys(value).length === 0;
+  }
+
+  /* Where the slot's source sits in the mapping: ["body", "1"], ["cards", 0, "header"].
+     Integers are list indices, strings object keys. A server without paths gave only
+     section and key (the header alone has none). */
+  function slotPath(slot) {
+    if (Array.isArray(slot.path) && slot.path.length) return slot.path;
+    if (slot.key === null || slot.key === undefined) return [slot.section];
+    return [slot.section, String(slot.key)];
+  }
+
+  /* "body:1", "buttons:0", "header:", "cards:2:buttons:1" (the row's data-slot). */
+  function slotId(slot) {
+    const path = slotPath(slot);
+    return path.length === 1 ? path[0] + ":" : path.join(":");
+  }
+
+  function pathGet(root, path) {
+    let node = root;
+    for (const step of path) {
+      if (typeof step === "number") {
+        if (!Array.isArray(node) || step < 0 || step >= node.length) return null;
+      } else if (!isObject(node) || !Object.prototype.hasOwnProperty.call(node, step)) {
+        return null;
+      }
+      node = node[step];
+    }
+    return node === undefined ? null : node;
+  }
+
+  /* Puts `value` at `path`, making the lists and objects on the way (a list grown to an
+     index gets empty objects before it, as cards and sections are objects). */
+  function pathSet(root, path, value) {
+    let node = root;
+    path.forEach(function (step, index) {
+      if (index === path.length - 1) {
+        node[step] = value;
+        return;
+      }
+      const next = path[index + 1];
+      const fits = function (child) {
+        return typeof next === "number" ? Array.isArray(child) : isObject(child);
+      };
+      if (Array.isArray(node)) {
+        while (node.length < step) node.push({});
+      }
+      if (!fits(node[step])) node[step] = typeof next === "number" ? [] : {};
+      node = node[step];
+    });
+  }
+
+  /* Removes what sits at `path`, then every container left empty on the way up (a list
+     keeps its other entries where they are: a cleared card in the middle stays as {}).
+     The top-level "body" object stays, as the form always sends it. */
+  function pathDelete(root, path) {
+    const chain = [root];
+    for (let i = 0; i < path.length - 1; i++) {
+      const child = chain[i][path[i]];
+      if (!child || typeof child !== "object") return;
+      chain.push(child);
+    }
+    for (let i = path.length - 1; i >= 0; i--) {
+      const parent = chain[i];
+      const step = path[i];
+      if (i < path.length - 1 && !isEmpty(parent[step])) return;
+      if (i === 0 && step === "body") return;
+      if (Array.isArray(parent)) {
+        if (step < parent.length) parent[step] = {};
+        while (parent.length && isEmpty(parent[parent.length - 1])) parent.pop();
+      } else {
+        delete parent[step];
+      }
+    }
+  }
+
   function sourceOf(slot) {
-    if (slot.section === "header") return mapping.header || null;
-    return (mapping[slot.section] || {})[slot.key] || null;
+    const source = pathGet(mapping, slotPath(slot));
+    return isObject(source) ? source : null;
   }
 
   function setSource(slot, source) {
-    if (slot.section === "header") {
-      if (source) mapping.header = source;
-      else delete mapping.header;
-    } else {
-      const section = mapping[slot.section] || {};
-      if (source) section[slot.key] = source;
-      else delete section[slot.key];
-      mapping[slot.section] = section;
-      if (slot.section === "buttons" && !Object.keys(section).length) delete mapping.buttons;
-    }
+    if (source) pathSet(mapping, slotPath(slot), source);
+    else pathDelete(mapping, slotPath(slot));
     save();
   }
 
-  /* Keep only what the template takes (after a template change). */
+  /* Keep only what the template takes (after a template change): the current slots'
+     paths, nothing else. */
   function prune(slots) {
     const kept = {body: {}};
     for (const slot of slots) {
       const source = sourceOf(slot);
-      if (!source) continue;
-      if (slot.section === "header") kept.header = source;
-      else (kept[slot.section] = kept[slot.section] || {})[slot.key] = source;
+      if (source) pathSet(kept, slotPath(slot), source);
     }
     mapping = kept;
     save();
   }
 
   function slotLabel(slot) {
+    if (slot.label) return slot.label;
     if (slot.section === "header") return "Header (" + slot.kind + ")";
     if (slot.section === "body") return "Body {{" + slot.key + "}}";
     return "Button " + slot.key + " (" + slot.kind + ")";
@@ -88,9 +162,15 @@
       tbody.append(row);
       return;
     }
+    let group = null;
     for (const slot of slots) {
       const row = el("tr");
-      row.dataset.slot = slot.section + ":" + (slot.key === null ? "" : slot.key);
+      const path = slotPath(slot);
+      row.dataset.slot = slotId(slot);
+      const inGroup = path[0] === "cards" || path[0] === "sections" ? path[0] + ":" + path[1] : null;
+      if (inGroup) row.classList.add("wb-group-row");
+      if (inGroup && inGroup !== group) row.classList.add("wb-group-start");
+      group = inGroup;
       const kind = el("select", "wb-kind");
       kind.setAttribute("aria-label", slotLabel(slot) + " source");
       kind.append(new Option("Contact field", "field"), new Option("Constant", "value"));
@@ -111,18 +191,24 @@
         input.value = current ? current.field : "";
         fallback.value = current && current.fallback ? current.fallback : "";
       }
-      const update = function () {
+      const hint = function () {
         fallback.hidden = kind.value !== "field";
         if (kind.value === "field") {
           input.setAttribute("list", "wb-fields");
           input.placeholder = "e.g. name";
+        } else {
+          input.removeAttribute("list");
+          input.placeholder = slot.kind !== "text" && slot.example ? "e.g. " + slot.example : "text for everyone";
+        }
+      };
+      const update = function () {
+        hint();
+        if (kind.value === "field") {
           const name = input.value.trim();
           const source = name ? {field: name} : null;
           if (source && fallback.value.trim()) source.fallback = fallback.value;
           setSource(slot, source);
         } else {
-          input.removeAttribute("list");
-          input.placeholder = "text for everyone";
           setSource(slot, {value: input.value});
         }
         schedule();
@@ -130,8 +216,7 @@
       kind.addEventListener("change", update);
       input.addEventListener("input", update);
       fallback.addEventListener("input", update);
-      fallback.hidden = kind.value !== "field";
-      if (kind.value === "field") input.setAttribute("list", "wb-fields");
+      hint();
       const name = el("td", null, slotLabel(slot));
       if (slot.required) name.append(el("span", "wb-required", " *"));
       const kindCell = el("td");
@@ -143,20 +228,138 @@
     }
   }
 
+  /* A media header as a box that names its link (or the placeholder still to map): the
+     preview loads nothing from outside. */
+  function mediaBox(part) {
+    const format = part.header_format;
+    const name = format === "video" ? "Video" : "Image";
+    const box = el("div", "wb-media wb-media-" + format);
+    box.setAttribute("role", "img");
+    box.setAttribute("aria-label", name + ": " + (part.media || "not mapped yet"));
+    const badge = el("span", "wb-media-kind", (format === "video" ? "\u25B6 " : "") + name);
+    badge.setAttribute("aria-hidden", "true");
+    box.append(badge, el("span", "wb-media-link", part.media || "(no link yet)"));
+    box.title = part.media || "";
+    return box;
+  }
+
+  function headerOf(part) {
+    if (part.header_format === "image" || part.header_format === "video") return mediaBox(part);
+    if (part.header) return el("div", "wb-bubble-header", part.header);
+    return null;
+  }
+
+  /* "3 days 4 h", "5 h 12 min", "12 min": what is left of an offer. */
+  function remaining(ms) {
+    const minutes = Math.floor(ms / 60000);
+    const days = Math.floor(minutes / 1440);
+    const hours = Math.floor((minutes % 1440) / 60);
+    const rest = minutes % 60;
+    if (days) return days + (days === 1 ? " day" : " days") + (hours ? " " + hours + " h" : "");
+    if (hours) return hours + " h" + (rest ? " " + rest + " min" : "");
+    return rest ? rest + " min" : "less than a minute";
+  }
+
+  /* A limited-time offer: its text and a countdown to the expiry the mapping gives. */
+  function offerBanner(offer) {
+    const banner = el("div", "wb-offer");
+    banner.setAttribute("role", "group");
+    banner.setAttribute("aria-label", "Limited-time offer");
+    const icon = el("span", "wb-offer-icon", "%");
+    icon.setAttribute("aria-hidden", "true");
+    const words = el("div", "wb-offer-words");
+    words.append(el("div", "wb-offer-text", offer.text || "Limited-time offer"));
+    let left = offer.expires || "";
+    let ended = false;
+    if (typeof offer.expires_ms === "number") {
+      const ms = offer.expires_ms - Date.now();
+      ended = ms <= 0;
+      left = ended ? "Offer ended" : "Ends in " + remaining(ms);
+    }
+    if (left) {
+      const when = el("div", "wb-offer-expires" + (ended ? " wb-offer-ended" : ""), left);
+      if (typeof offer.expires_ms === "number") {
+        const moment = new Date(offer.expires_ms);
+        when.title = "Expires " + moment.toLocaleString();
+        when.dataset.expires = moment.toISOString();
+      }
+      words.append(when);
+    }
+    banner.append(icon, words);
+    return banner;
+  }
+
+  function productCount(button) {
+    return (button.products || []).reduce(function (sum, section) {
+      return sum + (section.items || []).length;
+    }, 0);
+  }
+
+  /* One button as WhatsApp shows it: a copy-code button says its code, a multi-product
+     button how many products it opens, a URL button its link underneath. */
+  function buttonLines(button) {
+    const kind = button.kind || "";
+    let text = button.text;
+    let note = "";
+    if (kind === "copy_code") {
+      text = button.code ? "Copy code " + button.code : button.text || "Copy offer code";
+    } else if (kind === "mpm") {
+      text = (button.text || "View items") + " (" + productCount(button) + ")";
+      note = (button.products || []).map(function (section) {
+        const items = (section.items || []).join(", ");
+        return section.title ? section.title + ": " + items : items;
+      }).join(" · ");
+    } else if (button.url) {
+      note = button.url;
+    }
+    const line = el("div", "wb-bubble-button wb-button-" + (kind || "other").replace(/[^a-z_]/g, ""), text);
+    line.dataset.kind = kind;
+    line.setAttribute("role", "button");
+    line.setAttribute("aria-disabled", "true");
+    if (button.url) line.title = button.url;
+    if (note && kind === "mpm") line.title = note;
+    const lines = [line];
+    if (note) lines.push(el("div", "wb-bubble-url", note));
+    return lines;
+  }
+
+  function appendButtons(node, buttons) {
+    for (const button of buttons || []) node.append(...buttonLines(button));
+  }
+
+  /* A carousel's cards side by side under the message, scrolled sideways as in WhatsApp. */
+  function carousel(cards) {
+    const row = el("div", "wb-carousel");
+    row.setAttribute("role", "list");
+    row.setAttribute("aria-label", "Carousel of " + cards.length + " cards");
+    row.tabIndex = 0;  // scrollable by keyboard
+    cards.forEach(function (part, index) {
+      const item = el("div", "wb-carousel-card");
+      item.setAttribute("role", "listitem");
+      item.setAttribute("aria-label", "Card " + (index + 1) + " of " + cards.length);
+      const header = headerOf(part);
+      if (header) item.append(header);
+      if (part.body) item.append(el("div", "wb-bubble-body", part.body));
+      appendButtons(item, part.buttons);
+      row.append(item);
+    });
+    return row;
+  }
+
   function renderSamples(data) {
     samples.replaceChildren();
     for (const sample of data.samples) {
       const card = el("div", "wb-sample");
       const bubble = el("div", "wb-bubble");
-      if (sample.header) bubble.append(el("div", "wb-bubble-header", sample.header));
+      const header = headerOf(sample);
+      if (header) bubble.append(header);
+      if (sample.offer) bubble.append(offerBanner(sample.offer));
       bubble.append(el("div", "wb-bubble-body", sample.body));
-      for (const button of sample.buttons) {
-        const line = el("div", "wb-bubble-button", button.text);
-        if (button.url) line.title = button.url;
-        bubble.append(line);
-        if (button.url) bubble.append(el("div", "wb-bubble-url", button.url));
-      }
-      card.append(bubble);
+      appendButtons(bubble, sample.buttons);
+      const chat = el("div", "wb-chat");
+      chat.append(bubble);
+      if (sample.cards && sample.cards.length) chat.append(carousel(sample.cards));
+      card.append(chat);
       const who = sample.to ? sample.to + (sample.name ? " · " + sample.name : "") : sample.name;
       card.append(el("div", "wb-sample-to", who));
       if (sample.missing.length) {
