@@ -271,3 +271,16 @@ def test_the_preflight_page_shows_the_reason(admin_client: Client, gif_campaign:
     html = page.content.decode()
     assert GIF in html and "The launch would be refused" in html
     assert 'id="wb-launch-form"' not in html
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["meta_doc_voice_call_button", "meta_doc_call_permission_request", "spec_flow_button_by_id"],
+)
+def test_kinds_that_take_nothing_at_send_time_simply_work(name: str) -> None:
+    """Meta's voice-call and call-permission templates need no send-time parameter (their
+    published send bodies carry none for them); a Flow button's token is optional."""
+    components = published(name)["components"]
+    assert components_unsupported(components) == []
+    parsed = components_parse(components)
+    assert all(b["param"] in ("none", "optional") for b in parsed.buttons), parsed.buttons
