@@ -433,6 +433,20 @@ class CanaryState(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
+class AbMetric(models.TextChoices):
+    READ = "read", "Read rate"
+    CLICK = "click", "Click rate"
+    REPLY = "reply", "Reply rate"
+    CONVERSION = "conversion", "Conversion rate"
+
+
+class AbState(models.TextChoices):
+    NONE = "", "No A/B test"
+    TESTING = "testing", "Testing"
+    WAITING_PICK = "waiting_pick", "Waiting for the marketer's pick"
+    DECIDED = "decided", "Winner sent to the rest"
+
+
 class Campaign(models.Model):
     name = models.CharField(max_length=200)
     phone_number = models.ForeignKey(
@@ -601,6 +615,73 @@ class Campaign(models.Model):
     guard_rate_cap = models.FloatField(null=True, blank=True)
     guard_reason = models.CharField(max_length=500, blank=True)
     guard_since = models.DateTimeField(null=True, blank=True)
+    # Engagement (delivery.engagement). A tracked link: a URL button whose approved URL is
+    # CLICK_BASE_URL/{{1}}, or a body parameter, mapped to the click source, carries a
+    # per-recipient token; a click on it is stored and redirected here, the contact's
+    # fields ({{city}}) filled in and, when asked, UTM parameters added.
+    link_destination = models.CharField(
+        "tracked link goes to",
+        max_length=2000,
+        blank=True,
+        help_text="Where a tracked link sends people, e.g. https://shop.example.com/sale?"
+        "c={{city}}; {{field}} puts in the contact's field.",
+    )
+    link_utm = models.BooleanField(
+        "add UTM parameters",
+        default=True,
+        help_text="Add utm_source=whatsapp, utm_medium=message, utm_campaign and utm_content "
+        "(the A/B variant) to the destination.",
+    )
+    # A holdout: this share of the eligible audience is deliberately not sent (rows
+    # skipped as "holdout"), so conversions can be compared (lift).
+    holdout_percent = models.FloatField(
+        "holdout (%)",
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(50.0)],
+        help_text="Share of the audience deliberately not sent, to measure lift (0: none).",
+    )
+    attribution_days = models.PositiveSmallIntegerField(
+        "attribution window (days)",
+        default=7,
+        validators=[MinValueValidator(1), MaxValueValidator(90)],
+        help_text="A conversion counts for this campaign when it comes within this many days "
+        "of the contact's delivered (or clicked) message.",
+    )
+    # An A/B test (delivery.engagement.ab_tests): the campaign's variants (2-5) each go to
+    # an even part of ab_test_percent of the audience; the rest is held until the winner
+    # by ab_metric is decided (after ab_decide_after_hours, and ab_decide_min_sample sends
+    # per variant), then sent the winner: automatically, or when the marketer picks.
+    ab_test_percent = models.FloatField(
+        "A/B test share (%)",
+        default=0.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(100.0)],
+        help_text="Share of the audience split evenly between the variants; 0: no A/B test, "
+        "100: no remainder.",
+    )
+    ab_metric = models.CharField(
+        "winning metric", max_length=16, choices=AbMetric.choices, default=AbMetric.READ
+    )
+    ab_decide_after_hours = models.FloatField(
+        "decide after (hours)",
+        default=4.0,
+        validators=[MinValueValidator(0.0), MaxValueValidator(24.0 * 30)],
+    )
+    ab_decide_min_sample = models.PositiveIntegerField(
+        "sends per variant before deciding", default=100
+    )
+    ab_auto_winner = models.BooleanField(
+        "send the winner automatically",
+        default=True,
+        help_text="Off: the marketer picks the winner on the report.",
+    )
+    ab_state = models.CharField(
+        max_length=16, choices=AbState.choices, default=AbState.NONE, blank=True
+    )
+    ab_winner = models.ForeignKey(
+        "CampaignVariant", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    ab_decided_at = models.DateTimeField(null=True, blank=True)
+    ab_decision = models.CharField(max_length=500, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -622,6 +703,32 @@ class Campaign(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class CampaignVariant(models.Model):
+    """One arm of a campaign's A/B test: a template and its mapping (the same template with
+    another mapping is a variant too)."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="variants")
+    # 0-4, shown as A-E; a message's ``variant`` is this number.
+    position = models.PositiveSmallIntegerField(validators=[MaxValueValidator(4)])
+    template = models.ForeignKey(Template, on_delete=models.PROTECT, related_name="+")
+    param_mapping = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ("campaign", "position")
+        constraints = [
+            models.UniqueConstraint(
+                fields=("campaign", "position"), name="campaign_variant_position_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"variant {self.label}: {self.template}"
+
+    @property
+    def label(self) -> str:
+        return "ABCDE"[self.position]
 
 
 class ContactUploadStatus(models.TextChoices):

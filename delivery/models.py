@@ -74,6 +74,9 @@ class Message(models.Model):
     # "rerouted_to_messages" when the first endpoint refused it (131063 / 131055) and the
     # other took it (delivery.engine.routes).
     send_route = models.CharField(max_length=32, blank=True, db_default="")
+    # The A/B variant's position (campaigns.CampaignVariant) this row was sent, or null: no
+    # test, or a remainder row waiting for (then given) the winner.
+    variant = models.PositiveSmallIntegerField(null=True, blank=True)
     # Rendered template parameters: {"header": [...], "body": [...] or {...}, "buttons": [...]}
     params = models.JSONField(default=dict, blank=True)
     text = models.TextField(blank=True, help_text="Free-form text (service window only)")
@@ -422,3 +425,85 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class Click(models.Model):
+    """A tap on a tracked link (delivery.engagement.clicks): stored before the redirect is
+    answered. A link-preview fetcher's request is kept but marked, so people are counted
+    apart from machines."""
+
+    message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="clicks"
+    )
+    campaign = models.ForeignKey(
+        "campaigns.Campaign",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="clicks",
+        db_index=False,
+    )
+    contact = models.ForeignKey(
+        "campaigns.Contact", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    clicked_at = models.DateTimeField()
+    is_preview = models.BooleanField(default=False)
+    user_agent = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=("campaign", "message"), name="click_campaign_message_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"click on message {self.message_id}"
+
+
+class ConversionSource(models.TextChoices):
+    API = "api", "API"
+    UPLOAD = "upload", "File upload"
+
+
+class Conversion(models.Model):
+    """A purchase, sign-up or other outcome a customer's systems report
+    (delivery.engagement.conversions), attributed to the campaign message that led to it."""
+
+    contact = models.ForeignKey(
+        "campaigns.Contact", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # As reported: the phone (E.164) or WhatsApp user id the contact was named by.
+    phone = models.CharField(max_length=32, blank=True)
+    user_id = models.CharField(max_length=140, blank=True)
+    event = models.CharField(max_length=100)
+    value = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
+    currency = models.CharField(max_length=3, blank=True)
+    occurred_at = models.DateTimeField()
+    source = models.CharField(max_length=8, choices=ConversionSource.choices)
+    # Whatever makes a reported conversion the same one again (the API key and the
+    # caller's id or Idempotency-Key and position; an upload and its row): a repeat is
+    # stored once.
+    dedupe_key = models.CharField(max_length=300, unique=True)
+    # The attribution: the message (and its campaign) the conversion is counted for, and
+    # how: "delivered", "clicked", or "holdout" (a row deliberately not sent).
+    message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    campaign = models.ForeignKey(
+        "campaigns.Campaign",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="conversions",
+        db_index=False,
+    )
+    attributed_by = models.CharField(max_length=16, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=("campaign", "occurred_at"), name="conversion_campaign_idx"),
+            models.Index(fields=("contact", "occurred_at"), name="conversion_contact_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} by {self.phone or self.user_id}"

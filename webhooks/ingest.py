@@ -34,6 +34,7 @@ from webhooks import metrics
 from webhooks.models import WebhookEventStatus
 from webhooks.services import applier_schedule, event_store
 from whatsblast.core.db import array_literal, array_text, bound_cursor
+from whatsblast.core.waiters import waiters_release
 
 logger = logging.getLogger(__name__)
 
@@ -195,7 +196,7 @@ class GroupCommitter:
             connection.close()
             for item in batch:
                 item.failed = True
-            _release(batch)
+            waiters_release(batch)
             return
         new = rejected = duplicates = 0
         for item in batch:
@@ -208,7 +209,7 @@ class GroupCommitter:
                 rejected += 1
             else:
                 new += 1
-        _release(batch)
+        waiters_release(batch)
         with self._cond:
             self.batches_committed += 1
             self._counts[0] += new
@@ -232,27 +233,6 @@ class GroupCommitter:
         metrics.webhooks_stored_batch(stored=new, rejected=rejected, duplicates=duplicates)
         if new:
             applier_schedule()
-
-
-def _release(batch: list[_Item]) -> None:
-    """Wake every caller of the batch: threads by their event, each event loop once."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
-    for item in batch:
-        if item.done is not None:
-            item.done.set()
-        if item.future is not None:
-            by_loop.setdefault(item.future.get_loop(), []).append(item.future)
-    for loop, futures in by_loop.items():
-        try:
-            loop.call_soon_threadsafe(_futures_resolve, futures)
-        except RuntimeError:  # the loop closed (its process is stopping): nobody waits
-            pass
-
-
-def _futures_resolve(futures: list[asyncio.Future[None]]) -> None:
-    for future in futures:
-        if not future.done():  # a caller that timed out cancelled its future
-            future.set_result(None)
 
 
 def _batch_insert(batch: list[_Item]) -> dict[str, int]:

@@ -189,6 +189,23 @@ API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1024, maxi
 API_DEFAULT_REQUESTS_PER_SECOND = env_int("API_DEFAULT_REQUESTS_PER_SECOND", 50, minimum=1)
 # --- end transactional API -------------------------------------------------------------------
 
+# --- engagement: tracked links, conversions (delivery/engagement) ----------------------------
+# Tracked links: the public base URL whatsblast answers clicks at (its /c/ path behind
+# this host), e.g. https://go.example.com/c. A URL button approved as CLICK_BASE_URL/{{1}}
+# gets each recipient's token as its suffix. Empty: no tracked links.
+CLICK_BASE_URL = env_str("CLICK_BASE_URL", "").rstrip("/")
+# Where an unknown, forged or expired token goes (never an error page).
+CLICK_FALLBACK_URL = env_str("CLICK_FALLBACK_URL", "https://www.whatsapp.com/")
+# How long after its message was created a token still redirects to its destination.
+CLICK_TOKEN_DAYS = env_int("CLICK_TOKEN_DAYS", 90, minimum=1, maximum=3650)
+# Conversions in one API request or upload batch.
+CONVERSIONS_MAX_BATCH = env_int("CONVERSIONS_MAX_BATCH", 1000, minimum=1, maximum=10_000)
+# Largest POST /api/v1/conversions body: a full batch of 1,000 is ~150-250 KiB of JSON.
+CONVERSIONS_MAX_BODY_BYTES = env_int(
+    "CONVERSIONS_MAX_BODY_BYTES", 1024 * 1024, minimum=1024, maximum=16 * 1024 * 1024
+)
+# --- end engagement --------------------------------------------------------------------------
+
 # --- admin UI: contact uploads, login throttling (campaigns/upload.py, login_throttle.py) ---
 # Uploaded contact files are written here as they stream in, then imported by a worker on
 # the maintenance queue: web and maintenance workers must share this directory.

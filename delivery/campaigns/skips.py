@@ -38,7 +38,9 @@ OPTED_OUT = "opted out"
 US_NUMBER = "US number: Meta does not deliver marketing templates to US numbers"
 US_USER_ID = "US user id: Meta does not deliver marketing templates to US users"
 USER_ID_REFUSED = "user id only: Meta does not send this template to user ids (131062)"
-REASONS = (OPTED_OUT, US_NUMBER, US_USER_ID, NO_LANGUAGE, USER_ID_REFUSED)
+# Deliberately not sent: the campaign's holdout, kept to measure lift (delivery.engagement).
+HOLDOUT = "holdout: deliberately not sent, to measure lift"
+REASONS = (OPTED_OUT, US_NUMBER, US_USER_ID, NO_LANGUAGE, USER_ID_REFUSED, HOLDOUT)
 
 # Button kinds Meta refuses to send to a user id (131062); authentication templates too.
 USER_ID_REFUSED_BUTTONS = frozenset({"COPY_CODE", "OTP"})

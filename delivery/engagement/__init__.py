@@ -1,0 +1,1 @@
+"""Engagement: tracked links and clicks, button answers, A/B tests, holdouts, conversions."""
