@@ -2,7 +2,9 @@
 
 Meta's callbacks (``POST /webhooks/whatsapp``) are served on the process's event loop
 (``whatsblast.views.webhooks_async``): at one status per POST they come by the thousand a
-second, and a thread per request cost more CPU than the callback's own work. Everything
+second, and a thread per request cost more CPU than the callback's own work. Clicks on
+tracked links (GET and HEAD under ``/c/``) are too (``whatsblast.views.clicks_async``): a
+campaign's recipients tap its link by the thousand in the minutes after the send. Everything
 else (admin, the transactional API, ``/metrics``, probes, the handshake GET) is Django's
 WSGI application, run as before by a fixed pool of threads (``GUNICORN_THREADS``): the same
 middleware, the same persistent database connections per thread.
@@ -28,14 +30,17 @@ Scope = MutableMapping[str, Any]
 
 
 class WebProcess:
-    """Route webhook POSTs to the async handler and every other request to Django."""
+    """Route webhook POSTs and clicks to their async handlers, every other request to Django."""
 
     def __init__(self) -> None:
         django_app = get_wsgi_application()
+        from whatsblast.views.clicks_async import click_get
         from whatsblast.views.webhooks_async import webhook_post
 
         self.webhook_post = webhook_post
         self.webhook_path = reverse("webhooks:whatsapp")
+        self.click_get = click_get
+        self.click_prefix = reverse("click", args=["-"])[:-1]  # "/c/"
         self.django = WSGIMiddleware(django_app, workers=settings.WEB_THREADS)  # type: ignore[arg-type]
         self.lag = LoopLag()
 
@@ -45,6 +50,8 @@ class WebProcess:
             self.lag.start()
             if scope["method"] == "POST" and scope["path"] == self.webhook_path:
                 await self.webhook_post(scope, receive, send, lag=self.lag)
+            elif scope["method"] in ("GET", "HEAD") and scope["path"].startswith(self.click_prefix):
+                await self.click_get(scope, receive, send, prefix=self.click_prefix)
             else:
                 await self.django(scope, receive, send)  # type: ignore[arg-type]
         elif kind == "lifespan":
@@ -59,9 +66,11 @@ class WebProcess:
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 self.lag.stop()
+                from delivery.engagement.clicks import committer_stop as clicks_committer_stop
                 from webhooks.ingest import committer_stop
 
                 committer_stop()
+                clicks_committer_stop()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
