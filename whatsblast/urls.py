@@ -6,7 +6,7 @@ from django.urls import include, path, re_path
 from whatsblast.admin.customer import customer
 from whatsblast.admin.preferences import preferences
 from whatsblast.auth.login_throttle import ThrottledAdminLoginForm
-from whatsblast.views import api, health, metrics, webhooks
+from whatsblast.views import api, clicks, health, metrics, webhooks
 
 # Refuses, with a plain message, a username and address that failed too many logins.
 admin.site.login_form = ThrottledAdminLoginForm
@@ -22,6 +22,7 @@ api_urls = (
     [
         path("messages", api.messages, name="messages"),
         path("messages/<int:message_id>", api.message, name="message"),
+        path("conversions", api.conversions, name="conversions"),
         path("openapi.json", api.openapi_json, name="openapi"),
         # Any character, newlines too: "." would leave "messages/1\n" to Django's HTML 404.
         re_path(r"^(?P<rest>[\s\S]*)\Z", api.not_found),
@@ -42,4 +43,5 @@ urlpatterns = [
     path("webhooks/", include(webhook_urls)),
     path("api/v1/", include(api_urls)),
     path("metrics", metrics.metrics, name="metrics"),
+    path("c/<str:token>", clicks.click, name="click"),
 ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from django.conf import settings
+
 from delivery.api import validation as v
 from delivery.models import MessageStatus
 
@@ -211,6 +213,161 @@ _SCHEMAS: dict[str, Any] = {
             "status_url": {"type": "string", "format": "uri"},
         },
     },
+    "ConversionItem": {
+        "description": (
+            "One conversion. The person by phone (E.164: +5511987654321) or WhatsApp user id;"
+            " both may be given (the phone is looked up first). A schema-valid item may still"
+            " be rejected on its own, with the reason in its result: a phone libphonenumber"
+            " does not accept, a value that is not a decimal (at most 4 places kept, not"
+            " negative, below 10^10), a currency that is not three letters, an occurred_at"
+            " that is not ISO 8601 with an offset or is in the future, an empty event."
+        ),
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["event"],
+        "anyOf": [{"required": ["phone"]}, {"required": ["user_id"]}],
+        "properties": {
+            "phone": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": v.CONVERSION_PHONE_MAX,
+                "examples": ["+5511987654321"],
+            },
+            "user_id": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": v.CONVERSION_USER_ID_MAX,
+                "examples": ["US.13491208655302741918"],
+            },
+            "event": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": v.CONVERSION_EVENT_MAX,
+                "examples": ["purchase"],
+            },
+            "value": {
+                "description": 'A decimal: a JSON number or a string ("19.90"); null for none.',
+                "oneOf": [
+                    {"type": "number"},
+                    {"type": "string", "maxLength": v.CONVERSION_VALUE_TEXT_MAX},
+                    {"type": "null"},
+                ],
+                "examples": ["19.90"],
+            },
+            "currency": {
+                "description": "ISO 4217 code (any case, stored upper case); needed with a value.",
+                "type": "string",
+                "minLength": 3,
+                "maxLength": 3,
+                "examples": ["BRL"],
+            },
+            "occurred_at": {
+                "description": "ISO 8601 with an offset; now when not given.",
+                "type": "string",
+                "minLength": 1,
+                "maxLength": v.CONVERSION_OCCURRED_AT_MAX,
+                "examples": ["2026-05-01T14:30:00-03:00"],
+            },
+            "id": {
+                "description": (
+                    "Your id for this conversion (an order number): the same id from the same"
+                    " API key is stored once, whatever the request."
+                ),
+                "oneOf": [
+                    {"type": "string", "minLength": 1, "maxLength": v.CONVERSION_ID_MAX},
+                    {"type": "integer"},
+                ],
+            },
+        },
+    },
+    "ConversionsRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["conversions"],
+        "properties": {
+            "conversions": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": settings.CONVERSIONS_MAX_BATCH,
+                "items": {"$ref": "#/components/schemas/ConversionItem"},
+            }
+        },
+    },
+    "ConversionResult": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [
+            "index",
+            "status",
+            "id",
+            "contact_matched",
+            "campaign_id",
+            "message_id",
+            "attributed_by",
+            "errors",
+        ],
+        "properties": {
+            "index": {"type": "integer", "minimum": 0},
+            "status": {
+                "enum": ["stored", "duplicate", "rejected"],
+                "description": "duplicate: stored before (same id, or same Idempotency-Key "
+                "and position); rejected: see errors.",
+            },
+            "id": {"type": ["integer", "null"], "description": "The stored conversion."},
+            "contact_matched": {
+                "type": ["boolean", "null"],
+                "description": "Whether a contact has that phone or user id (stored only).",
+            },
+            "campaign_id": {"type": ["integer", "null"]},
+            "message_id": {"type": ["integer", "null"]},
+            "attributed_by": {"enum": ["delivered", "clicked", "holdout", None]},
+            "errors": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "conversions[i].field -> what is wrong (rejected only).",
+            },
+        },
+    },
+    "ConversionsRecorded": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [
+            "received",
+            "stored",
+            "duplicates",
+            "rejected",
+            "attributed",
+            "holdout",
+            "unmatched",
+            "results",
+        ],
+        "properties": {
+            "received": {"type": "integer", "minimum": 0},
+            "stored": {"type": "integer", "minimum": 0},
+            "duplicates": {"type": "integer", "minimum": 0},
+            "rejected": {"type": "integer", "minimum": 0},
+            "attributed": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Stored and counted for a campaign message (delivered or clicked).",
+            },
+            "holdout": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Stored and counted as a campaign holdout's (control) conversion.",
+            },
+            "unmatched": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Stored, but no contact has that phone or user id.",
+            },
+            "results": {
+                "type": "array",
+                "items": {"$ref": "#/components/schemas/ConversionResult"},
+                "description": "One per item, in the request's order.",
+            },
+        },
+    },
     "Error": {
         "type": "object",
         "additionalProperties": False,
@@ -365,6 +522,58 @@ _PATHS: dict[str, Any] = {
                 **_AUTH_ERRORS,
                 "404": _error("No such message, or not on a number in this key's scope."),
                 "405": _error("Only GET."),
+            },
+        }
+    },
+    "/conversions": {
+        "post": {
+            "operationId": "recordConversions",
+            "summary": "Report a batch of conversions; each is attributed to a campaign message.",
+            "description": (
+                "Any active API key may report conversions (per-key scopes come in a later "
+                "version). Checks run in this order: 401, 429, 415, 413, 400. A body that "
+                "does not match the schema is refused whole (400, every field named as "
+                "conversions[i].field). A schema-valid batch is answered 200 with counts and "
+                "one result per item, even when no item could be stored: items that cannot "
+                "be read are rejected one by one and the others stored. A conversion is "
+                "attributed to the contact's campaign message delivered or clicked latest "
+                "within the campaign's attribution window before it, else to a holdout row "
+                "of a campaign launched within the window, else to nothing. Retries store "
+                "nothing twice: give each item an id, or send an Idempotency-Key."
+            ),
+            "parameters": [
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": False,
+                    "description": (
+                        "Items without an id are stored once per key and position: a retry "
+                        "with the same key answers them as duplicates. Use a new key for "
+                        "each new batch."
+                    ),
+                    "schema": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": v.MAX_IDEMPOTENCY_KEY,
+                        "pattern": "^[!-~]+$",
+                    },
+                }
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {"$ref": "#/components/schemas/ConversionsRequest"}
+                    }
+                },
+            },
+            "responses": {
+                "200": _json("Counts and each item's outcome.", "ConversionsRecorded"),
+                "400": _error("Malformed JSON, or a body that does not match the schema."),
+                **_AUTH_ERRORS,
+                "405": _error("Only POST."),
+                "413": _error("The body is over the size cap (CONVERSIONS_MAX_BODY_BYTES)."),
+                "415": _error("The body is not application/json (UTF-8)."),
             },
         }
     },

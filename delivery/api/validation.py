@@ -17,6 +17,7 @@ import phonenumbers
 
 from delivery.api.errors import ApiProblem, invalid_fields
 from delivery.cloud.client import is_user_id
+from whatsblast.core.storable import UNSTORABLE, text_storable
 
 MAX_NAME = 512  # Template.name
 MAX_LANGUAGE = 16  # Template.language
@@ -119,18 +120,10 @@ class _Errors:
         if len(value) > max_length:
             self.add(path, f"At most {max_length} characters.")
             return None
-        if "\x00" in value or not _encodable(value):
-            self.add(path, "Contains a character that cannot be stored (NUL or a lone surrogate).")
+        if not text_storable(value):
+            self.add(path, UNSTORABLE)
             return None
         return value
-
-
-def _encodable(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def message_request_parse(data: dict[str, Any]) -> MessageRequest:
@@ -159,7 +152,7 @@ def message_request_parse(data: dict[str, Any]) -> MessageRequest:
 
 
 def _safe_path(key: str) -> str:
-    return key if len(key) <= 64 and _encodable(key) and "\x00" not in key else "(unnamed)"
+    return key if len(key) <= 64 and text_storable(key) else "(unnamed)"
 
 
 def _recipient(value: Any, errors: _Errors) -> str | None:
@@ -296,3 +289,88 @@ def _buttons(value: Any, errors: _Errors) -> list[dict[str, Any]] | None:
             return None
         buttons.append({"sub_type": str(sub_type), "index": int(index), "value": text})
     return buttons
+
+
+# --- POST /conversions -------------------------------------------------------------------
+# The request's shape, exactly as the OpenAPI document's ConversionsRequest says it (types,
+# required fields, lengths): a body that breaks it is refused whole (400, every field named
+# ``conversions[3].currency``). What a schema cannot say (a number libphonenumber accepts,
+# a decimal, a date with its offset, an ISO 4217 code) is decided item by item by
+# delivery.engagement.conversions, and a bad item does not stop the others.
+
+CONVERSION_PHONE_MAX = 32
+CONVERSION_USER_ID_MAX = 140
+CONVERSION_EVENT_MAX = 100
+CONVERSION_VALUE_TEXT_MAX = 40
+CONVERSION_OCCURRED_AT_MAX = 64
+CONVERSION_ID_MAX = 200
+CONVERSION_FIELDS = frozenset(
+    {"phone", "user_id", "event", "value", "currency", "occurred_at", "id"}
+)
+# Errors listed in one 400 at most: a thousand bad items need not make a megabyte answer.
+MAX_FIELD_ERRORS = 100
+
+
+def conversions_request_parse(data: dict[str, Any], *, max_items: int) -> list[dict[str, Any]]:
+    """The items of ``{"conversions": [...]}``, each an object whose fields have the
+    documented JSON types and lengths; a 400 naming every field at fault otherwise."""
+    errors = _Errors()
+    for key in sorted(set(data) - {"conversions"}, key=repr)[:20]:
+        errors.add(_safe_path(key), "Unknown field.")
+    items = data.get("conversions")
+    if not isinstance(items, list):
+        errors.add("conversions", "Required: a list of conversions.")
+    elif not 1 <= len(items) <= max_items:
+        errors.add("conversions", f"Give 1 to {max_items} conversions.")
+    else:
+        for index, item in enumerate(items):
+            _conversion_shape(item, f"conversions[{index}]", errors)
+            if len(errors.fields) >= MAX_FIELD_ERRORS:
+                break
+    if errors.fields:
+        raise invalid_fields(errors.fields)
+    assert isinstance(items, list)
+    return items
+
+
+def _conversion_shape(item: Any, path: str, errors: _Errors) -> None:
+    if not isinstance(item, dict):
+        errors.add(path, "Must be an object.")
+        return
+    for key in sorted(set(item) - CONVERSION_FIELDS, key=repr)[:20]:
+        errors.add(f"{path}.{_safe_path(key)}", "Unknown field.")
+    if "phone" not in item and "user_id" not in item:
+        errors.add(f"{path}.phone", "Give the phone or the user_id of the person who converted.")
+    if "event" not in item:
+        errors.add(f"{path}.event", "This field is required.")
+    for name, max_length in (
+        ("phone", CONVERSION_PHONE_MAX),
+        ("user_id", CONVERSION_USER_ID_MAX),
+        ("event", CONVERSION_EVENT_MAX),
+        ("occurred_at", CONVERSION_OCCURRED_AT_MAX),
+    ):
+        if name in item:
+            _shape_string(item[name], f"{path}.{name}", 1, max_length, errors)
+    if "currency" in item:
+        _shape_string(item["currency"], f"{path}.currency", 3, 3, errors)
+    if "value" in item:
+        value = item["value"]
+        if isinstance(value, str):
+            _shape_string(value, f"{path}.value", 0, CONVERSION_VALUE_TEXT_MAX, errors)
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            errors.add(f"{path}.value", "Must be a number, a decimal string or null.")
+    if "id" in item:
+        item_id = item["id"]
+        if isinstance(item_id, str):
+            _shape_string(item_id, f"{path}.id", 1, CONVERSION_ID_MAX, errors)
+        elif isinstance(item_id, float) and item_id.is_integer():
+            item["id"] = int(item_id)  # 7.0 is the integer 7 to JSON Schema
+        elif isinstance(item_id, bool) or not isinstance(item_id, int):
+            errors.add(f"{path}.id", "Must be a string or an integer.")
+
+
+def _shape_string(value: Any, path: str, min_length: int, max_length: int, errors: _Errors) -> None:
+    if not isinstance(value, str):
+        errors.add(path, "Must be a string.")
+    elif not min_length <= len(value) <= max_length:
+        errors.add(path, f"{min_length} to {max_length} characters.")

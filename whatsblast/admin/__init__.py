@@ -8,6 +8,7 @@ from whatsblast.admin import (  # noqa: F401 - imported for their registrations
     campaigns,
     catalogue,
     contacts,
+    conversions,
     dead_letters,
     messages,
     numbers,

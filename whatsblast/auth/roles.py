@@ -65,9 +65,12 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...] | str] = {
         *_model("campaigns.ratecard", VIEW),
         *_model("campaigns.campaign", VIEW, ADD, CHANGE, extra=("launch_campaign",)),
         *_model("delivery.message", VIEW),
+        # Reads conversions and uploads them (the CSV page; the list itself is read-only).
+        *_model("delivery.conversion", VIEW, ADD),
     ),
     SUPPORT: (
         *_model("delivery.message", VIEW),
+        *_model("delivery.conversion", VIEW),
         *_model("delivery.deadletter", VIEW, extra=("requeue_deadletter", "discard_deadletter")),
         *_model("campaigns.campaign", VIEW),
         *_model("campaigns.contact", VIEW),

@@ -22,11 +22,13 @@ from delivery.api.keys import api_key_allows, api_key_authenticate
 from delivery.api.quota import quota_take, retry_after_header
 from delivery.api.services import transactional_message_create
 from delivery.api.validation import (
+    conversions_request_parse,
     idempotency_key_parse,
     json_object_parse,
     message_request_parse,
     request_sha256,
 )
+from delivery.engagement.conversions import conversions_record
 from delivery.models import ApiKey, Message, MessageKind
 
 # Larger ids cannot be rows (bigint); answered 404 without asking the database.
@@ -89,13 +91,13 @@ def _authenticate(request: HttpRequest) -> ApiKey:
     return api_key
 
 
-def _json_body(request: HttpRequest) -> dict[str, Any]:
+def _json_body(request: HttpRequest, *, limit: int | None = None) -> dict[str, Any]:
     charset = (request.content_params or {}).get("charset", "utf-8").lower()
     if request.content_type != "application/json" or charset not in ("utf-8", "utf8"):
         raise ApiProblem(
             415, "unsupported_media_type", "Send the body as Content-Type: application/json."
         )
-    limit = settings.API_MAX_BODY_BYTES
+    limit = limit or settings.API_MAX_BODY_BYTES
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
@@ -140,6 +142,17 @@ def messages(request: HttpRequest) -> HttpResponse:
     if created.replayed:
         response["Idempotent-Replayed"] = "true"
     return response
+
+
+@api_view("POST")
+def conversions(request: HttpRequest) -> HttpResponse:
+    """A batch of conversions: 200 with counts and each item's outcome (any active key)."""
+    api_key = _authenticate(request)
+    data = _json_body(request, limit=settings.CONVERSIONS_MAX_BODY_BYTES)
+    idempotency_key = idempotency_key_parse(request.headers.get("Idempotency-Key"))
+    items = conversions_request_parse(data, max_items=settings.CONVERSIONS_MAX_BATCH)
+    result = conversions_record(api_key_id=api_key.pk, items=items, idempotency_key=idempotency_key)
+    return JsonResponse(result.as_dict())
 
 
 @api_view("GET")
