@@ -144,6 +144,7 @@ def inbound_store(
     by_phone = {c.phone: c for c in found if c.phone}
     by_user = {c.user_id: c for c in found if c.user_id}
     campaigns = _last_campaigns(c.id for c in found)
+    answered = _answered_campaigns({m.context_wamid for m in messages if m.context_wamid})
     keywords = opt_out_keywords()
     rows = []
     opting_out: dict[int, datetime] = {}
@@ -167,7 +168,11 @@ def inbound_store(
                 sent_at=sent_times[m.wamid],
                 phone_number_id=number_id,
                 contact=contact,
-                campaign_id=_campaign_for(campaigns, contact, number_id),
+                context_wamid=m.context_wamid,
+                # The campaign of the message it answers (a tap names the template message
+                # tapped), else the one that last messaged the contact.
+                campaign_id=answered.get(m.context_wamid)
+                or _campaign_for(campaigns, contact, number_id),
                 is_opt_out=opt_out,
                 payload=json_clean(m.raw),
             )
@@ -252,6 +257,23 @@ def _last_campaigns(contact_ids: Iterable[int]) -> dict[int, list[tuple[int, int
         for contact_id, number_id, campaign_id, _ in cursor.fetchall():
             result.setdefault(contact_id, []).append((number_id, campaign_id))
     return result
+
+
+def _answered_campaigns(wamids: set[str]) -> dict[str, int]:
+    """The campaign of each of our messages named by an inbound ``context.id``.
+
+    By wamid, which is unique (an index lookup each); a message that is not a campaign's
+    (transactional, or not ours) is left out, and its reply falls back to the last campaign.
+    """
+    if not wamids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT wamid, campaign_id FROM delivery_message"
+            " WHERE wamid = ANY(%s::text[]) AND campaign_id IS NOT NULL",
+            [sorted(wamids)],
+        )
+        return {wamid: campaign_id for wamid, campaign_id in cursor.fetchall()}
 
 
 def _campaign_for(

@@ -118,7 +118,12 @@ class InboundMessage(models.Model):
         on_delete=models.SET_NULL,
         related_name="inbound_messages",
     )
-    # The campaign that last messaged this contact: the reply is counted there.
+    # The wamid of the message this one answers (``context.id``): a quick-reply tap names
+    # the template message tapped. No index: it is joined to delivery_message's unique
+    # wamid, from the few inbound rows of one campaign.
+    context_wamid = models.CharField(max_length=128, blank=True, db_default="")
+    # The campaign of the message it answers (context_wamid), else the campaign that last
+    # messaged this contact: the reply is counted there.
     campaign = models.ForeignKey(
         "campaigns.Campaign",
         null=True,

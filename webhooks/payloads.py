@@ -87,6 +87,9 @@ class Inbound:
     from_parent_user_id: str = ""
     username: str = ""
     new_parent_user_id: str = ""  # user_changed_user_id: system.parent_user_id
+    # ``context.id``: the wamid of the message this one answers (a quick-reply tap names
+    # the template message tapped; a reply quoting a message names that one).
+    context_wamid: str = ""
 
 
 @dataclass(frozen=True)
@@ -525,7 +528,14 @@ def _inbound_parse(
         from_parent_user_id=_user_id(item.get("from_parent_user_id")) or entry.parent_user_id,
         username=entry.username,
         new_parent_user_id=_user_id(system.get("parent_user_id")),
+        context_wamid=_context_wamid(item),
     )
+
+
+def _context_wamid(item: dict[str, Any]) -> str:
+    """The wamid ``context.id`` names, or "" (no context, or not a wamid)."""
+    answered = _dict(item.get("context")).get("id")
+    return answered if _is_wamid(answered) else ""
 
 
 # Meta's body of a user_changed_user_id: "User <name> changed from <old id> to <new id>".

@@ -12,7 +12,8 @@ The contract (scripts, the CLI and the admin write it)::
   that name; the name is data, never SQL;
 * ``{"list": NAME}``: a member of that contact list;
 * ``{"campaign": ID, "outcome": OUTCOME}``: what the contact's message in that campaign came
-  to (``OUTCOMES``);
+  to (``OUTCOMES``); ``{"campaign": ID, "outcome": "tapped", "button": TEXT}``: tapped that
+  quick reply (its text, case-insensitive), the only outcome that takes a ``button``;
 * ``{"marketing_within_days": N}``: sent a marketing template in the last N days.
 
 Every error names the rule by its path (``rules.all[2].not``) and says what would be right.
@@ -52,7 +53,15 @@ OUTCOMES = (
     "read",
     "replied",  # wrote back to the campaign
     "opted_out",  # opted out after the campaign's message
+    "tapped",  # tapped the quick reply named by "button"
+    "clicked",  # a person (not a link-preview fetcher) clicked its tracked link
+    "delivered_not_clicked",  # delivered (read included), no person's click
+    "converted",  # a conversion attributed to the campaign
 )
+# The outcome that names a button, and the longest text a quick-reply button may carry
+# (Meta: 25 characters; a payload-less tap returns the text).
+BUTTON_OUTCOME = "tapped"
+MAX_BUTTON_TEXT = 200
 
 MAX_DEPTH = 8
 MAX_RULES = 100
@@ -106,6 +115,7 @@ class InList:
 class CampaignOutcome:
     campaign_id: int
     outcome: str
+    button: str = ""  # "tapped": the quick reply's text
 
 
 @dataclass(frozen=True)
@@ -155,14 +165,8 @@ def _parse(data: object, path: str, depth: int, counter: list[int]) -> Rule:
             raise RuleError(f"{path}.list", "names a contact list by its name")
         return InList(name.strip())
     if "campaign" in keys:
-        _only(keys, {"campaign", "outcome"}, path)
-        campaign = data["campaign"]
-        if isinstance(campaign, bool) or not isinstance(campaign, int) or campaign <= 0:
-            raise RuleError(f"{path}.campaign", "is a campaign's id (a positive whole number)")
-        outcome = data.get("outcome")
-        if outcome not in OUTCOMES:
-            raise RuleError(f"{path}.outcome", f"is one of {', '.join(OUTCOMES)}")
-        return CampaignOutcome(campaign, str(outcome))
+        _only(keys, {"campaign", "outcome", "button"}, path)
+        return _campaign_outcome(data, path)
     if "marketing_within_days" in keys:
         _only(keys, {"marketing_within_days"}, path)
         days = data["marketing_within_days"]
@@ -176,6 +180,25 @@ def _parse(data: object, path: str, depth: int, counter: list[int]) -> Rule:
         "is a group (all, any, not) or a rule on a field, a list, a campaign's outcome or "
         "marketing_within_days",
     )
+
+
+def _campaign_outcome(data: dict[str, Any], path: str) -> CampaignOutcome:
+    campaign = data["campaign"]
+    if isinstance(campaign, bool) or not isinstance(campaign, int) or campaign <= 0:
+        raise RuleError(f"{path}.campaign", "is a campaign's id (a positive whole number)")
+    outcome = data.get("outcome")
+    if outcome not in OUTCOMES:
+        raise RuleError(f"{path}.outcome", f"is one of {', '.join(OUTCOMES)}")
+    if outcome != BUTTON_OUTCOME:
+        if "button" in data:
+            raise RuleError(f"{path}.button", f"is only for the outcome {BUTTON_OUTCOME!r}")
+        return CampaignOutcome(campaign, str(outcome))
+    button = data.get("button")
+    if not isinstance(button, str) or not button.strip():
+        raise RuleError(f"{path}.button", "names the quick reply tapped, by its text")
+    if len(button.strip()) > MAX_BUTTON_TEXT:
+        raise RuleError(f"{path}.button", f"is a button's text, at most {MAX_BUTTON_TEXT} long")
+    return CampaignOutcome(campaign, BUTTON_OUTCOME, button.strip())
 
 
 def _field_rule(data: dict[str, Any], path: str) -> FieldRule:

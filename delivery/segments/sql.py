@@ -25,7 +25,16 @@ Why each shape:
   ``NOT`` of it needs no care for NULL ids.
 * Replies are matched to the contact as the customer page matches them (phone or user id)
   on the webhooks' inbound table, named here as text: the launch, which uses segments,
-  sits below the webhooks app and cannot import it.
+  sits below the webhooks app and cannot import it. A quick-reply tap (``tapped``) is such
+  a reply of type ``button`` (or ``interactive``) whose text is the button's, compared
+  case-insensitively (``lower`` on both sides: what a marketer types need not match the
+  template's capitals).
+* A click (``clicked``) is a person's: link-preview fetchers' requests (``is_preview``) are
+  machines, not people. It is the contact's when the click names them or its message
+  does. ``delivered_not_clicked`` is exactly "delivered and not clicked", so the two split
+  the delivered with nobody in both. A conversion (``converted``) is one the conversions
+  service attributed to the campaign (``campaign_id``) for that contact, however it was
+  attributed (delivered, clicked, or a holdout's).
 """
 
 from __future__ import annotations
@@ -66,6 +75,8 @@ _OUTCOME_STATUSES: dict[str, tuple[str, ...]] = {
     "read": (S.READ,),
 }
 _INBOUND_TABLE = "webhooks_inboundmessage"
+# The inbound kinds that are a tap on a button (delivery.engagement.buttons.TAP_TYPES).
+_TAP_TYPES = ("button", "interactive")
 
 
 @dataclass
@@ -140,17 +151,54 @@ def _outcome(rule: CampaignOutcome, params: _Params) -> str:
             f" JOIN {_INBOUND_TABLE} AS i ON i.campaign_id = {campaign}"
             " AND (i.from_phone = c2.phone OR i.from_user_id = c2.user_id))"
         )
+    if rule.outcome == "tapped":
+        # As "replied", narrowed to taps on the named button.
+        return (
+            "c.id IN (SELECT c2.id FROM campaigns_contact AS c2"
+            f" JOIN {_INBOUND_TABLE} AS i ON i.campaign_id = {campaign}"
+            " AND (i.from_phone = c2.phone OR i.from_user_id = c2.user_id)"
+            f" WHERE i.type = ANY({params.bind(list(_TAP_TYPES))})"
+            f" AND lower(i.text) = lower({params.bind(rule.button)}))"
+        )
     if rule.outcome == "opted_out":
         return (
             "(c.opted_out_at IS NOT NULL AND EXISTS (SELECT 1 FROM delivery_message AS m"
             f" WHERE m.contact_id = c.id AND m.campaign_id = {campaign}"
             " AND m.sent_at IS NOT NULL AND m.sent_at <= c.opted_out_at))"
         )
-    statuses = params.bind(list(_OUTCOME_STATUSES[rule.outcome]))
+    if rule.outcome == "clicked":
+        return _clicked(campaign)
+    if rule.outcome == "delivered_not_clicked":
+        delivered = _status_outcome(campaign, "delivered", params)
+        return f"({delivered} AND NOT {_clicked(campaign)})"
+    if rule.outcome == "converted":
+        return (
+            "EXISTS (SELECT 1 FROM delivery_conversion AS v"
+            f" WHERE v.contact_id = c.id AND v.campaign_id = {campaign})"
+        )
+    return _status_outcome(campaign, rule.outcome, params)
+
+
+def _status_outcome(campaign: str, outcome: str, params: _Params) -> str:
+    statuses = params.bind(list(_OUTCOME_STATUSES[outcome]))
     return (
         "EXISTS (SELECT 1 FROM delivery_message AS m"
         f" WHERE m.contact_id = c.id AND m.campaign_id = {campaign}"
         f" AND m.status = ANY({statuses}))"
+    )
+
+
+def _clicked(campaign: str) -> str:
+    """A person's click on the campaign, the contact's by the click or by its message.
+
+    ``campaign`` is the bound placeholder already in the statement (used twice, bound
+    once). The clicks are read by ``click_campaign_message_idx`` (campaign, message).
+    """
+    return (
+        "EXISTS (SELECT 1 FROM delivery_click AS k"
+        " LEFT JOIN delivery_message AS km ON km.id = k.message_id"
+        f" WHERE k.campaign_id = {campaign} AND NOT k.is_preview"
+        " AND (k.contact_id = c.id OR km.contact_id = c.id))"
     )
 
 

@@ -3,6 +3,9 @@
 Graph API:
     POST /{version}/{phone_number_id}/messages        the send endpoint
     GET  /{version}/{waba_id}/message_templates       ?limit=&after= (Graph paging)
+    GET  /{version}/{waba_id}/template_analytics      ?start=&end=&granularity=DAILY&
+         template_ids=[…]&metric_types=…&product_type=…: Meta's daily counts per template,
+         from what was sent, delivered, read, tapped and clicked (delivery.simulator.analytics)
     GET  /{version}/{phone_number_id}                 the number: quality, limit, throughput
     GET  /{version}/{waba_id}                         the account: review status
 Control (JSON in and out):
@@ -20,7 +23,9 @@ Control (JSON in and out):
          language, new_category}, template_quality {name, language, new_quality_score},
          account_update {event, phone_number_id? | waba_id?, restriction_info?, ...},
          user_changed_number {phone_number_id, old, new}, user_changed_user_id
-         {phone_number_id, old_user_id, new_user_id, phone?}; answers the body posted
+         {phone_number_id, old_user_id, new_user_id, phone?}, button_reply {wamid, text,
+         payload?} (a quick-reply tap answering that send), link_click {phone_number_id,
+         wamid?, button?, ...} (a Marketing Messages API click); answers the body posted
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from typing import Any
 from aiohttp import web
 
 from delivery.simulator import errors
+from delivery.simulator.analytics import AnalyticsQueryError, analytics_query
 from delivery.simulator.core import Simulator
 
 SIMULATOR_KEY = web.AppKey("simulator", Simulator)
@@ -44,6 +50,7 @@ def build_app(simulator: Simulator) -> web.Application:
     app.router.add_post("/{version}/{phone_number_id}/messages", send)
     app.router.add_post("/{version}/{phone_number_id}/marketing_messages", send)
     app.router.add_get("/{version}/{waba_id}/message_templates", message_templates)
+    app.router.add_get("/{version}/{waba_id}/template_analytics", template_analytics)
     app.router.add_get("/_sim/health", health)
     app.router.add_get("/_sim/config", config_get)
     app.router.add_post("/_sim/config", config_post)
@@ -112,6 +119,28 @@ async def message_templates(request: web.Request) -> web.Response:
             next_url = request.url.update_query({"limit": str(limit), "after": after})
             data["paging"]["next"] = str(next_url)
     return web.json_response(data)
+
+
+async def template_analytics(request: web.Request) -> web.Response:
+    """Meta's template analytics of a WABA: a token of one of its numbers is required."""
+    simulator = request.app[SIMULATOR_KEY]
+    waba_id = request.match_info["waba_id"]
+    authorization = request.headers.get("Authorization", "")
+    token = authorization[7:].strip() if authorization[:7].lower() == "bearer " else ""
+    tokens = {
+        n.access_token
+        for n in simulator.numbers.values()
+        if (n.waba_id or simulator.config.waba_id) == waba_id
+    }
+    if not token or (tokens and token not in tokens):
+        status, body = errors.auth_error()
+        return web.Response(status=status, body=body, content_type=_JSON)
+    try:
+        query = analytics_query(dict(request.query))
+    except AnalyticsQueryError as exc:
+        status, body = errors.graph_error(100, str(exc))
+        return web.Response(status=status, body=body, content_type=_JSON)
+    return web.json_response(simulator.template_analytics(query))
 
 
 async def graph_node(request: web.Request) -> web.Response:

@@ -11,6 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from delivery.simulator import errors
+from delivery.simulator.analytics import (
+    CLOUD_API,
+    MARKETING_MESSAGES,
+    AnalyticsQuery,
+    TemplateAnalytics,
+)
 from delivery.simulator.config import (
     NumberSpec,
     SimConfig,
@@ -44,6 +50,8 @@ class _Request:
     to: str = ""
     template: str | None = None
     callback: str | None = None
+    template_id: str | None = None
+    endpoint: str = ""
 
 
 @dataclass
@@ -77,6 +85,7 @@ class Simulator:
         self.over_limit = 0
         self.quality_held = 0
         self.endpoints: Counter[str] = Counter()
+        self.analytics = TemplateAnalytics()
 
     # --- control ------------------------------------------------------------------------
 
@@ -133,12 +142,52 @@ class Simulator:
 
     def event_post(self, kind: str, data: dict[str, Any]) -> dict[str, Any]:
         """Post a callback Meta sends on its own (``delivery.simulator.events``); returns
-        the body posted. Raises ``EventError`` for an unknown kind, template or number."""
+        the body posted. Raises ``EventError`` for an unknown kind, template or number.
+
+        A ``button_reply`` (a quick-reply tap) or a ``link_click`` naming the ``wamid`` of a
+        send is counted in that send's template analytics; the tap answers the send (its
+        ``context``), the click, as Meta's, carries no wamid.
+        """
+        sent = self.recorder.accepted_row(str(data.get("wamid") or ""))
+        if kind == "button_reply":
+            if sent is None:
+                raise ValueError(f"no accepted send {data.get('wamid')!r} to answer")
+            data = {**data, "to": sent.to, "phone_number_id": sent.phone_number_id}
         sources = EventSources(self.templates, self.numbers, self.config.waba_id)
         payload = event_build(sources, kind, data).envelope()
         if not self.webhooks.post_now(payload):
             raise ValueError("no callback_url is configured")
+        if sent is not None and sent.template_id:
+            self._count_engagement(kind, data, sent)
         return payload
+
+    def _count_engagement(self, kind: str, data: dict[str, Any], sent: Any) -> None:
+        product, wall = _product(sent.endpoint), sent.wall
+        template_id = str(sent.template_id)
+        if kind == "button_reply":
+            button = str(data.get("text") or "")
+            self.analytics.tap(product=product, template_id=template_id, wall=wall, button=button)
+        elif kind == "link_click":
+            button = str(data.get("button") or self._url_button(template_id))
+            self.analytics.url_click(
+                product=product, template_id=template_id, wall=wall, button=button,
+                wamid=str(data["wamid"]),
+            )  # fmt: skip
+
+    def _url_button(self, template_id: str) -> str:
+        """The text of the template's first URL button ("" when it has none)."""
+        template = next((t for t in self.templates.values() if t.id == template_id), None)
+        for component in template.components if template is not None else []:
+            if str(component.get("type", "")).upper() != "BUTTONS":
+                continue
+            for button in component.get("buttons", []):
+                if str(button.get("type", "")).upper() == "URL":
+                    return str(button.get("text") or "")
+        return ""
+
+    def template_analytics(self, query: AnalyticsQuery) -> dict[str, Any]:
+        """``GET /{waba_id}/template_analytics`` (``delivery.simulator.analytics``)."""
+        return self.analytics.report(query)
 
     def templates_for(self, waba_id: str) -> list[TemplateSpec]:
         default = self.config.waba_id
@@ -164,6 +213,7 @@ class Simulator:
         req = _Request(
             self.recorder.next_seq(), time.monotonic(), time.time(), phone_number_id, raw
         )
+        req.endpoint = endpoint
         token = authorization[7:].strip() if authorization[:7].lower() == "bearer " else ""
         number = self.numbers.get(phone_number_id)
         if number is None and cfg.auto_register and token:
@@ -193,6 +243,7 @@ class Simulator:
             if body.get("type") == "template":
                 req.template = body["template"]["name"]
                 template = self._template(body)
+                req.template_id = template.id
                 check_template(body, template, now_ms=int(time.time() * 1000))
                 if is_user_id(req.to) and template.category.upper() == "AUTHENTICATION":
                     # Meta: one-tap, zero-tap and copy-code authentication templates (the
@@ -208,7 +259,7 @@ class Simulator:
         if template is not None and late_fail is None:
             late_fail = us_marketing_failure(req.to, template.category)
         wamid = self.recorder.wamid(req.seq, req.to)
-        self.webhooks.schedule(
+        statuses = self.webhooks.schedule(
             SentMessage(
                 phone_number_id=phone_number_id,
                 display_phone_number=number.display_phone_number or _digits(phone_number_id),
@@ -221,6 +272,13 @@ class Simulator:
             ),
             failure_code=late_fail,
         )
+        if template is not None:
+            self.analytics.send(
+                product=_product(endpoint),
+                template_id=template.id,
+                wall=req.wall,
+                statuses=["failed"] if late_fail else ["sent", *statuses],
+            )
         outcome = ACCEPTED_HELD if held else ACCEPTED_LATE_FAIL if late_fail else ACCEPTED
         status = None
         if template is not None:
@@ -342,6 +400,8 @@ class Simulator:
             outcome=outcome,
             callback_data=req.callback,
             body=req.raw,
+            template_id=req.template_id,
+            endpoint=req.endpoint,
         )
         return Reply(status=status, body=payload, delay_s=self.latency_s(), outcome=outcome)
 
@@ -359,6 +419,10 @@ class Simulator:
 # A template send Meta holds while it assesses the template's quality (pacing): see
 # ``SimConfig.quality_held_templates``.
 HELD_FOR_QUALITY_ASSESSMENT = "held_for_quality_assessment"
+
+
+def _product(endpoint: str) -> str:
+    return MARKETING_MESSAGES if endpoint == MARKETING_ENDPOINT else CLOUD_API
 
 
 def _success(to: str, wamid: str, message_status: str | None) -> bytes:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from delivery.simulator.config import NumberSpec, TemplateSpec
+from delivery.simulator.config import NumberSpec, TemplateSpec, is_user_id
 
 # What Meta writes under other_info when it pauses a template (message_template_status_update).
 _PAUSE_INFO = {
@@ -204,10 +204,46 @@ def _user_changed_user_id(sources: EventSources, data: dict[str, Any]) -> Event:
     )
 
 
+def _button_reply(sources: EventSources, data: dict[str, Any]) -> Event:
+    """``{wamid, text, payload?}``: the recipient of the send ``wamid`` tapped its quick
+    reply ``text`` (the simulator adds the send's ``to`` and ``phone_number_id``). Shaped as
+    Meta's "Button messages webhook reference" (tests/fixtures/real/inbound/
+    meta_doc_button_quick_reply.json): ``type: button``, ``button{payload, text}`` (the
+    payload is the text when the send set none) and ``context{from, id}`` naming the send."""
+    number = _number(sources, data)
+    text, to, answered = str(data.get("text") or ""), str(data["to"]), str(data["wamid"])
+    if not text:
+        raise EventError("a button_reply needs the button's text")
+    stamp = str(int(data.get("timestamp") or time.time()))
+    seed = f"{answered}:{text}:{time.monotonic_ns()}".encode()
+    message: dict[str, Any] = {
+        "context": {"from": _display(number), "id": answered},
+        "id": "wamid.tap." + hashlib.blake2b(seed, digest_size=12).hexdigest(),
+        "timestamp": stamp,
+        "type": "button",
+        "button": {"payload": str(data.get("payload") or text), "text": text},
+    }
+    contact: dict[str, Any] = {"profile": {"name": "Sim User"}}
+    if is_user_id(to):
+        message["from_user_id"] = contact["user_id"] = to
+    else:
+        message["from"] = contact["wa_id"] = _digits(to)
+    metadata = {"display_phone_number": _display(number), "phone_number_id": number.phone_number_id}
+    value = {
+        "messaging_product": "whatsapp",
+        "metadata": metadata,
+        "contacts": [contact],
+        "messages": [message],
+    }
+    return Event(number.waba_id or sources.default_waba_id, "messages", value)
+
+
 def _link_click(sources: EventSources, data: dict[str, Any]) -> Event:
-    """``{phone_number_id, click_component?, product_id?, click_id?, tracking_token?}``: a
-    click on a Marketing Messages API send, as Meta's "Track click events" page shows it
-    (``value.user_actions[]``, no ``statuses`` or ``messages``, and no wamid or recipient)."""
+    """``{phone_number_id, click_component?, product_id?, click_id?, tracking_token?,
+    wamid?, button?}``: a click on a Marketing Messages API send, as Meta's "Track click
+    events" page shows it (``value.user_actions[]``, no ``statuses`` or ``messages``, and no
+    wamid or recipient). ``wamid`` (and the URL button's text, ``button``) only tell the
+    simulator which send's template analytics count the click; neither is posted."""
     number = _number(sources, data)
     click = {
         "click_component": str(data.get("click_component") or "cta"),
@@ -234,6 +270,7 @@ def _link_click(sources: EventSources, data: dict[str, Any]) -> Event:
 
 
 _BUILDERS: dict[str, Callable[[EventSources, dict[str, Any]], Event]] = {
+    "button_reply": _button_reply,
     "link_click": _link_click,
     "template_status": _template_status,
     "template_category": _template_category,

@@ -24,6 +24,8 @@ class Row(NamedTuple):
     template: str | None
     outcome: str  # ACCEPTED* or the error code as a string
     callback_data: str | None
+    template_id: str | None = None  # the template's id, for analytics (a template send)
+    endpoint: str = ""  # "messages" or "marketing_messages"
 
 
 def wamid_for(seq: int, to: str, run_id: bytes) -> str:
@@ -69,6 +71,8 @@ class Recorder:
         outcome: str,
         callback_data: str | None,
         body: bytes,
+        template_id: str | None = None,
+        endpoint: str = "",
     ) -> None:
         intern = self._interned.setdefault
         phone_number_id = intern(phone_number_id, phone_number_id)
@@ -87,7 +91,11 @@ class Recorder:
         if len(self.rows) >= self.record_cap:
             self.dropped += 1
             return
-        row = Row(seq, mono, wall, phone_number_id, to, template, outcome, callback_data)
+        endpoint = intern(endpoint, endpoint)
+        row = Row(
+            seq, mono, wall, phone_number_id, to, template, outcome, callback_data,
+            template_id, endpoint,
+        )  # fmt: skip
         self.rows.append(row)
         if self.bodies.maxlen:
             self.bodies.append((seq, body))
@@ -109,6 +117,24 @@ class Recorder:
                 item["body"] = raw.decode("utf-8", "replace") if raw is not None else None
             result.append(item)
         return result
+
+    def accepted_row(self, wamid: str) -> Row | None:
+        """The accepted send ``wamid`` names (its sequence number is its last 8 bytes), or
+        None: not this run's, not accepted, or past the record cap."""
+        try:
+            raw = base64.b64decode(wamid.removeprefix("wamid."), validate=True)
+        except ValueError:
+            return None
+        if len(raw) < 8 or raw[-14:-8] != self.run_id:
+            return None
+        seq = int.from_bytes(raw[-8:], "big")
+        index = _first_after(self.rows, seq - 1)
+        if index >= len(self.rows):
+            return None
+        row = self.rows[index]
+        if row.seq != seq or row.outcome not in ACCEPTED_OUTCOMES:
+            return None
+        return row
 
     def accepted_per_recipient(self) -> dict[str, dict[str, int]]:
         """Accepted sends per (number, recipient), only where there was more than one."""

@@ -132,6 +132,10 @@ class SimulatorServer:
         """Post a callback Meta sends on its own (see ``POST /_sim/events``)."""
         return self.call(lambda: self.simulator.event_post(kind, data))
 
+    def template_ids(self) -> dict[tuple[str, str], str]:
+        """Each registered template's id by (name, language)."""
+        return self.call(lambda: {k: t.id for k, t in self.simulator.templates.items()})
+
     def reset(self, *, numbers: bool = False, templates: bool = False) -> None:
         self.call(lambda: self.simulator.reset(numbers=numbers, templates=templates))
 

@@ -124,11 +124,12 @@ class WebhookDispatcher:
 
     # --- scheduling ---------------------------------------------------------------------
 
-    def schedule(self, message: SentMessage, *, failure_code: int | None) -> None:
-        """Plan the statuses of one accepted send (nothing if no callback URL is set)."""
+    def schedule(self, message: SentMessage, *, failure_code: int | None) -> list[str]:
+        """Plan the statuses of one accepted send (nothing if no callback URL is set);
+        returns the statuses planned, for the template analytics."""
         cfg = self.config
         if not cfg.callback_url:
-            return
+            return []
         if failure_code is not None:
             plan = [("failed", cfg.sent_delay_ms)]
         else:
@@ -154,6 +155,7 @@ class WebhookDispatcher:
             self._later(
                 max(delays) / 1000.0, message, webhook_error(cfg.value_error_code), "errors"
             )
+        return [status for status, _ in plan]
 
     def post_now(self, payload: dict[str, Any]) -> bool:
         """Post one callback Meta sends on its own (signed, retried like the statuses);

@@ -113,6 +113,7 @@ def test_a_follow_up_reaches_exactly_those_and_keeps_the_exclusions(sent, key, e
 def test_the_report_counts_who_each_follow_up_would_reach(sent) -> None:
     assert follow_up_counts(campaign=sent) == {
         "delivered_not_read": 2,
+        "delivered_not_clicked": 4,
         "read_no_reply": 1,
         "replied": 1,
         "failed": 1,
