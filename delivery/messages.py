@@ -173,20 +173,22 @@ def _iso(value: datetime | None) -> str | None:
 # makes a second launch a no-op. The params expression, the number each row is sent from
 # (one, or a pool's pick), the joins that find each row's first due time and that time
 # come from the launch (campaign params rendered in SQL, sender pools, send windows, a
-# canary's hold).
+# canary's hold, an A/B test's arm: ``arm_join`` adds ``ab.arm`` over ``c`` and ``skip``).
 _CAMPAIGN_INSERT_SQL = f"""
 INSERT INTO delivery_message
        (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
         status, skip_reason, attempt, pair_limit_hits, next_attempt_at, wa_id,
         last_error_title, last_error_details, error_history, created_at,
-        conversation_id, pricing_category, request_sha256)
+        conversation_id, pricing_category, request_sha256, variant)
 SELECT '{MessageKind.CAMPAIGN}', %(campaign_id)s, c.id, {{number_expr}}, {{template_expr}},
        COALESCE(c.phone, c.user_id), {{params_expr}}, '',
        CASE WHEN skip.reason = '' THEN '{S.PENDING}' ELSE '{S.SKIPPED}' END,
        skip.reason,
-       0, 0, {{next_attempt_expr}}, '', '', '', '[]'::jsonb, now(), '', '', ''
+       0, 0, {{next_attempt_expr}}, '', '', '', '[]'::jsonb, now(), '', '', '',
+       {{variant_expr}}
   FROM campaigns_contact AS c
   CROSS JOIN LATERAL (SELECT {{skip_reason_expr}} AS reason) AS skip
+  {{arm_join}}
   {{schedule_joins}}
  WHERE {{audience_expr}}
 ON CONFLICT DO NOTHING
@@ -203,6 +205,8 @@ def campaign_messages_create(
     args: dict[str, Any],
     number_expr: str = "%(phone_number_id)s",
     template_expr: str = "%(template_id)s",
+    arm_join: str = "",
+    variant_expr: str = "NULL",
 ) -> int:
     """Insert the campaign's recipients as messages in one statement; return how many.
 
@@ -211,7 +215,8 @@ def campaign_messages_create(
     the campaign is addressed to and ``skip_reason_expr`` a row's skip reason, both over the
     contact alias ``c`` ('' for a row that goes out); ``number_expr`` picks each row's
     number (over ``c``) for a campaign with a sender pool, ``template_expr`` each row's
-    template version for a campaign in many languages.
+    template version for a campaign in many languages; ``arm_join`` and ``variant_expr``
+    each row's A/B arm (delivery.campaigns.ab_launch).
     """
     sql = _CAMPAIGN_INSERT_SQL.format(
         params_expr=params_expr,
@@ -221,6 +226,8 @@ def campaign_messages_create(
         schedule_joins=schedule_joins,
         skip_reason_expr=skip_reason_expr,
         audience_expr=audience_expr,
+        arm_join=arm_join,
+        variant_expr=variant_expr,
     )
     return _run(sql, args)
 
@@ -667,6 +674,39 @@ UPDATE delivery_message AS m
 def held_release(*, campaign_id: int, hold_at: datetime, limit: int) -> int:
     """Make up to ``limit`` of the campaign's held rows due now; return how many."""
     return _run(_HELD_RELEASE_SQL, {"id": campaign_id, "hold": hold_at, "limit": limit})
+
+
+# An A/B test's remainder (held, no arm) given the winner and made due, a batch at a time:
+# its template, and its params rendered again from the winner's mapping over the row's
+# contact (``params_expr`` over ``c``, as the launch renders them). As the canary's release:
+# SKIP LOCKED, and the partial pending index serves the inner SELECT.
+_REMAINDER_RELEASE_SQL = f"""
+UPDATE delivery_message AS m
+   SET template_id = %(template_id)s, params = {{params_expr}}, next_attempt_at = now()
+  FROM campaigns_contact AS c
+ WHERE c.id = m.contact_id
+   AND m.id IN (SELECT id FROM delivery_message
+                 WHERE campaign_id = %(id)s AND send_status = '{S.PENDING}'
+                   AND next_attempt_at >= %(hold)s AND variant IS NULL
+                 LIMIT %(limit)s
+                   FOR UPDATE SKIP LOCKED)
+"""  # noqa: S608
+
+
+def remainder_release(
+    *,
+    campaign_id: int,
+    hold_at: datetime,
+    template_id: int,
+    params_expr: str,
+    params: dict[str, Any],
+    limit: int,
+) -> int:
+    """Send up to ``limit`` of the campaign's held remainder with the winner's template and
+    params (``params_expr`` over ``c``, named placeholders in ``params``); how many."""
+    sql = _REMAINDER_RELEASE_SQL.format(params_expr=params_expr)
+    args = {**params, "id": campaign_id, "hold": hold_at, "template_id": template_id}
+    return _run(sql, {**args, "limit": limit})
 
 
 def campaign_pending_skip_for_contacts(*, contact_ids: Sequence[int], reason: str) -> int:

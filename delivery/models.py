@@ -186,6 +186,14 @@ class Message(models.Model):
                 name="message_in_doubt_idx",
             ),
             models.Index(fields=("campaign", "send_status"), name="message_campaign_status_idx"),
+            # An A/B test's arms (delivery.campaigns.ab_tests reads each arm's figures every
+            # half minute while it waits to decide): only rows in an arm, the test's share,
+            # so the remainder and every campaign without a test add nothing to it.
+            models.Index(
+                fields=("campaign", "variant"),
+                condition=models.Q(variant__isnull=False),
+                name="message_ab_arm_idx",
+            ),
             # The quality guard's window: a campaign's latest settled sends, newest first
             # (delivery/campaigns/guard.py, every few seconds per running campaign). Without
             # it the planner walks the primary key backwards through every later campaign's

@@ -2,9 +2,9 @@
 
 Each step finds its work in PostgreSQL, so after a crashed worker or a lost Redis the next
 tick puts everything back in motion: leases expired and ambiguous sends settled, due
-schedules launched, canaries judged and released, the quality guard's verdicts on running
-campaigns, running campaigns without a sender
-given one, transactional sends re-queued, webhook events a missed enqueue left behind
+schedules launched, canaries judged and released, A/B tests decided and their winners sent
+to the rest, the quality guard's verdicts on running campaigns, running campaigns without a
+sender given one, transactional sends re-queued, webhook events a missed enqueue left behind
 applied, launches and uploads whose job was lost queued again, the campaigns' message
 counters folded, the template catalogue synced on its interval, callbacks past their
 retention deleted.
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from campaigns.audience.uploads import contact_uploads_requeue_lost
+from delivery.campaigns.ab_tests import ab_tests_check
 from delivery.campaigns.canary import canaries_check
 from delivery.campaigns.guard import guards_run
 from delivery.campaigns.launch import schedules_due_queue
@@ -38,6 +39,8 @@ def maintenance_tick() -> dict[str, Any]:
     started = schedules_due_queue()
     # Before the kicks: rows a canary verdict releases are due now and get their senders.
     canaries = canaries_check()
+    # As the canary's: an A/B winner's remainder is due now and gets its senders.
+    ab_tests = ab_tests_check()
     kicked = campaigns_due_kick()
     requeued = transactional_due_requeue()
     applied = events_drain(budget_seconds=WEBHOOK_SWEEP_BUDGET_S).as_dict()
@@ -51,6 +54,7 @@ def maintenance_tick() -> dict[str, Any]:
         "completed": report.completed_campaigns,
         "schedules_started": started,
         "canaries": canaries.as_dict(),
+        "ab_tests": ab_tests.as_dict(),
         "slots_started": kicked,
         "transactional_requeued": requeued,
         "webhooks": applied,

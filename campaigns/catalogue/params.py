@@ -38,6 +38,7 @@ from django.core.exceptions import ValidationError
 from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.models import Contact, HeaderFormat, Template
 from whatsblast.core.template_values import offer_expiry_ms, sku_list
+from whatsblast.core.tracked_links import CLICK_MARKER
 
 # A placeholder as Meta writes it: {{1}} (positional) or {{first_name}} (named).
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z0-9_]+)\s*\}\}")
@@ -476,7 +477,7 @@ def _body_validate(template: TemplatePart, body: Any, where: str = "") -> None:
             expected=expected,
         )
     for key, source in body.items():
-        _source_check(source, f"{where}body param {key}")
+        _source_check(source, f"{where}body param {key}", click=True)
 
 
 def _header_validate(template: TemplatePart, header: Any, where: str = "") -> None:
@@ -534,7 +535,8 @@ def _buttons_validate(template: TemplatePart, buttons: Any, where: str = "") -> 
             expected=list(params),
         )
     for key, source in buttons.items():
-        _source_check(source, f"{where}button {key}")
+        url_button = params[key].get("sub_type") == "url"
+        _source_check(source, f"{where}button {key}", click=url_button)
         value = source.get("value")
         if params[key].get("sub_type") == "copy_code" and value is not None:
             if not 1 <= len(value) <= MAX_COUPON_CODE:
@@ -549,9 +551,19 @@ def _button_role(button: dict[str, Any]) -> str:
     return _BUTTON_ROLE_NAMES.get(str(button.get("sub_type")), "quick reply payload, optional")
 
 
-def _source_check(source: Any, what: str) -> None:
+def _source_check(source: Any, what: str, *, click: bool = False) -> None:
     """``{"field": NAME}``, ``{"field": NAME, "fallback": TEXT}`` (the text for a contact
-    without that field) or ``{"value": TEXT}``."""
+    without that field) or ``{"value": TEXT}``; where ``click`` (a body parameter, a URL
+    button's suffix) also ``{"click": true}``: the recipient's tracked link
+    (whatsblast.core.tracked_links)."""
+    if isinstance(source, dict) and "click" in source:
+        if not click:
+            raise ParamMappingError(
+                f"{what}: a tracked link goes in a body parameter or a URL button, not here"
+            )
+        if source != {"click": True}:
+            raise ParamMappingError(f"{what}: a tracked link is {{'click': true}}, nothing more")
+        return
     ok = isinstance(source, dict) and (
         (
             isinstance(source.get("field"), str)
@@ -586,6 +598,11 @@ def _part_sources(mapping: dict[str, Any]) -> list[dict[str, str]]:
     if mapping.get("header") is not None:
         sources.append(mapping["header"])
     return sources
+
+
+def mapping_has_click(mapping: dict[str, Any]) -> bool:
+    """Whether a (valid) mapping puts a tracked link anywhere, cards included."""
+    return any("click" in src for src in _sources(mapping))
 
 
 def mapped_fields(mapping: dict[str, Any]) -> list[str]:
@@ -686,6 +703,8 @@ def _mapped_buttons(
 def _source_value(source: dict[str, str], contact: Contact) -> str:
     if "value" in source:
         return source["value"]
+    if "click" in source:
+        return CLICK_MARKER
     value = contact.field_value(source["field"])
     text = "" if value is None else str(value)
     return text if text.strip() else source.get("fallback", text)
@@ -776,6 +795,8 @@ def _sections_sql(sections: list[dict[str, Any]], alias: str) -> tuple[str, list
 def _source_sql(source: dict[str, str], alias: str) -> tuple[str, list[Any]]:
     if "value" in source:
         return "%s::text", [source["value"]]
+    if "click" in source:
+        return "%s::text", [CLICK_MARKER]
     if source["field"] in CONTACT_COLUMNS:
         sql, args = f"{alias}.{source['field']}", []
     else:

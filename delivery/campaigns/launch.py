@@ -12,16 +12,23 @@ from django.utils import timezone
 
 from campaigns.catalogue.params import (
     CONTACT_COLUMNS,
+    mapping_has_click,
     mapping_validate,
-    params_sql,
     required_fields,
 )
 from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.models import (
+    AbState,
     Campaign,
     CampaignStatus,
     CanaryState,
     TemplateStatus,
+)
+from delivery.campaigns.ab_launch import (
+    arm_plan,
+    campaign_variants,
+    named_params_sql,
+    variants_errors,
 )
 from delivery.campaigns.audience import Audience, AudienceError, campaign_audience
 from delivery.campaigns.canary import CanaryHold, canary_hold
@@ -31,6 +38,7 @@ from delivery.campaigns.languages import LanguageError
 from delivery.campaigns.pools import campaign_pool, pool_homes_assign, pool_validate
 from delivery.campaigns.schedule import launch_schedule
 from delivery.campaigns.skips import SkipRules
+from delivery.campaigns.tracked_links import tracked_link_errors
 from delivery.engine.dispatch import campaign_kick, campaign_schedule
 from delivery.messages import campaign_messages_create
 from whatsblast.core import queues
@@ -103,6 +111,16 @@ def campaign_validate(*, campaign: Campaign) -> None:
         mapping_validate(template, campaign.param_mapping)
     except ValueError as exc:
         raise LaunchError(str(exc)) from exc
+    variants = campaign_variants(campaign) if campaign.ab_test_percent else []
+    ab_errors = variants_errors(campaign, [(v.template, v.param_mapping) for v in variants])
+    if ab_errors:
+        raise LaunchError("; ".join(ab_errors))
+    sends = [(template, campaign.param_mapping), *((v.template, v.param_mapping) for v in variants)]
+    mappings = [mapping for _, mapping in sends]
+    if any(mapping_has_click(m) for m in mappings):
+        link_errors = tracked_link_errors(campaign, sends)
+        if link_errors:
+            raise LaunchError("; ".join(link_errors))
     audience = launch_audience(campaign)
     skips = launch_skips(campaign, audience)
     refused = [
@@ -115,7 +133,7 @@ def campaign_validate(*, campaign: Campaign) -> None:
     if refused:
         raise LaunchError(" ".join(refused))
     with connection.cursor() as cursor:
-        for field in required_fields(campaign.param_mapping):
+        for field in sorted({f for m in mappings for f in required_fields(m)}):
             if field in CONTACT_COLUMNS and field != "name":
                 continue
             value_missing = (
@@ -165,8 +183,17 @@ def campaign_start(
         campaign.started_at = now
         # A canary holds every row after its first recipients until it is judged.
         campaign.canary_state = CanaryState.TESTING if hold.active else CanaryState.NONE
+        # An A/B test holds the rest of the audience until its winner is decided.
+        campaign.ab_state = AbState.TESTING if campaign.ab_test_percent else AbState.NONE
         campaign.save(
-            update_fields=["status", "status_reason", "started_at", "canary_state", "updated_at"]
+            update_fields=[
+                "status",
+                "status_reason",
+                "started_at",
+                "canary_state",
+                "ab_state",
+                "updated_at",
+            ]
         )
         queues.after_commit(lambda: _kick(campaign.pk), what="campaign senders")
         return _summary(campaign, already_started=False, now=now)
@@ -202,13 +229,10 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     template = campaign.template
     audience = launch_audience(campaign)
     skips = launch_skips(campaign, audience)
-    params_expr, params_args = params_sql(template, campaign.param_mapping)
-    # params_expr holds only %s placeholders and fixed column names; turn its positional
-    # placeholders into named ones so they sit beside the statement's own parameters.
-    named: dict[str, Any] = {}
-    for index, value in enumerate(params_args):
-        params_expr = params_expr.replace("%s", f"%(p{index})s", 1)
-        named[f"p{index}"] = value
+    # params_expr holds only placeholders and fixed column names.
+    params_expr, named = named_params_sql(template, campaign.param_mapping, "p")
+    variants = campaign_variants(campaign) if campaign.ab_test_percent else []
+    arms = arm_plan(campaign, variants, default_params_expr=params_expr) if variants else None
     # The first next_attempt_at is now(), or for a campaign with a send window each row's
     # zone's next opening (see campaigns.window_schedule): the zone comes from equality
     # joins on the contact's phone prefix and attributes, the opening from a small per-zone
@@ -220,16 +244,21 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
     number_expr, number_params = pool_homes_assign(pool, audience=audience, skips=skips)
     with connection.cursor() as cursor:
         schedule.load(cursor)
+    template_expr = skips.languages.template_id_sql("c") if skips.languages else "%(template_id)s"
+    next_attempt_expr = hold.wrap(schedule.next_attempt_expr)
+    if arms is not None:
+        template_expr, params_expr = arms.template_expr, arms.params_expr
+        next_attempt_expr = arms.next_attempt(next_attempt_expr)
     campaign_messages_create(
         number_expr=number_expr,
         params_expr=params_expr,
         schedule_joins=schedule.joins,
-        next_attempt_expr=hold.wrap(schedule.next_attempt_expr),
+        next_attempt_expr=next_attempt_expr,
         skip_reason_expr=skips.reason_sql("c"),
         audience_expr=audience.condition,
-        template_expr=(
-            skips.languages.template_id_sql("c") if skips.languages else "%(template_id)s"
-        ),
+        template_expr=template_expr,
+        arm_join=arms.arm_join if arms else "",
+        variant_expr="ab.arm" if arms else "NULL",
         args={
             "campaign_id": campaign.pk,
             "phone_number_id": campaign.phone_number_id,
@@ -239,6 +268,7 @@ def _insert_messages(campaign: Campaign, *, now: datetime) -> CanaryHold:
             **schedule.params,
             **hold.params,
             **number_params,
+            **(arms.params if arms else {}),
         },
     )
     return hold

@@ -25,7 +25,12 @@ from campaigns.audience.regions import (
     region_name,
     user_id_region,
 )
-from campaigns.catalogue.params import ParamMappingError, mapping_validate, required_fields
+from campaigns.catalogue.params import (
+    ParamMappingError,
+    mapping_has_click,
+    mapping_validate,
+    required_fields,
+)
 from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.models import (
     TIER_LIMITS,
@@ -34,12 +39,14 @@ from campaigns.models import (
     TemplateStatus,
 )
 from campaigns.windows.campaign import campaign_window
+from delivery.campaigns.ab_launch import campaign_variants, variants_errors
 from delivery.campaigns.audience import Audience, AudienceError, campaign_audience
 from delivery.campaigns.format_checks import format_findings
 from delivery.campaigns.languages import NO_LANGUAGE, LanguageError
 from delivery.campaigns.pricing import CostEstimate, campaign_cost_estimate
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from delivery.campaigns.skips import (
+    HOLDOUT,
     OPTED_OUT,
     US_NUMBER,
     US_USER_ID,
@@ -47,6 +54,7 @@ from delivery.campaigns.skips import (
     SkipRules,
     user_id_refusal,
 )
+from delivery.campaigns.tracked_links import tracked_link_errors
 from delivery.engine.frequency_cap import campaign_frequency_cap
 from delivery.engine.reach import reach_from_table, reach_key, reach_used
 from whatsblast.core.redis import get_redis
@@ -112,6 +120,7 @@ class PreflightReport:
     capped_now: int = 0
     us_blocked: int = 0  # marketing template to a US user: Meta does not deliver them
     user_id_refused: int = 0  # known only by a user id, for a template Meta refuses them
+    holdout: int = 0  # the campaign's holdout: deliberately not sent, to measure lift
     # A campaign in many languages: recipients per language sent, those with none (and no
     # fallback), the fallback, and the versions not sent with why.
     languages: dict[str, int] = field(default_factory=dict)
@@ -153,6 +162,7 @@ class PreflightReport:
             - self.us_blocked
             - self.no_language
             - self.user_id_refused
+            - self.holdout
         )
 
     @property
@@ -210,6 +220,7 @@ class PreflightReport:
             "capped_now": self.capped_now,
             "us_blocked": self.us_blocked,
             "user_id_refused": self.user_id_refused,
+            "holdout": self.holdout,
             "languages": dict(self.languages),
             "no_language": self.no_language,
             "language_fallback": self.language_fallback,
@@ -249,6 +260,7 @@ def campaign_preflight(*, campaign: Campaign, now: datetime | None = None) -> Pr
         for reason in unusable
     )
     mapping_ok = not unusable and _mapping_check(campaign, findings)
+    _engagement_check(campaign, findings)
     audience: Audience | None = None
     try:
         audience = campaign_audience(campaign)
@@ -307,6 +319,22 @@ def _mapping_check(campaign: Campaign, findings: list[Finding]) -> bool:
         findings.append(Finding(ERROR, f"Parameter mapping: {exc}."))
         return False
     return True
+
+
+def _engagement_check(campaign: Campaign, findings: list[Finding]) -> None:
+    """The A/B test's variants and the tracked links, as the launch checks them."""
+    variants = campaign_variants(campaign) if campaign.ab_test_percent else []
+    sends = [(v.template, v.param_mapping) for v in variants]
+    findings.extend(Finding(ERROR, f"A/B test: {e}.") for e in variants_errors(campaign, sends))
+    sends.append((campaign.template, campaign.param_mapping))
+    try:
+        tracked = any(mapping_has_click(mapping) for _, mapping in sends)
+    except (KeyError, TypeError, AttributeError):  # a malformed mapping: reported above
+        tracked = False
+    if tracked:
+        findings.extend(
+            Finding(ERROR, f"Tracked link: {e}.") for e in tracked_link_errors(campaign, sends)
+        )
 
 
 def _fields_to_check(campaign: Campaign) -> list[str]:
@@ -405,6 +433,8 @@ def _audience_count(
             report.user_id_refused += count
         elif reason_text == NO_LANGUAGE:
             report.no_language += count
+        elif reason_text == HOLDOUT:
+            report.holdout += count
         elif reason_text:
             report.left_out[reason_text] = report.left_out.get(reason_text, 0) + count
     report.left_out = dict(sorted(report.left_out.items(), key=lambda kv: (-kv[1], kv[0])))

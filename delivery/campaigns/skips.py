@@ -15,7 +15,12 @@ first match wins:
    no fallback (``delivery.campaigns.languages``);
 5. a contact known only by its user id, for a template Meta refuses to send to user ids
    (error 131062: copy-code buttons and authentication templates; Meta's "Business-scoped
-   user IDs" page), caught here rather than by a failed send.
+   user IDs" page), caught here rather than by a failed send;
+6. the campaign's holdout: ``holdout_percent`` of those the rules above would send, drawn
+   by a hash of the contact and the campaign (the same contacts whenever it is asked, so
+   the pre-flight, the launch and a re-launch agree), deliberately not sent so that
+   conversions can be compared (delivery.engagement.roi). Last, so the holdout is drawn
+   from exactly the people who would otherwise get the message.
 
 ``SkipRules.reason_sql`` is the one SQL expression of these rules; every statement that asks
 "who will be sent" uses it or ``sendable_sql`` over the contact alias ``c``, with
@@ -26,7 +31,7 @@ lookup from PostgreSQL 14), so the rule costs one probe a row and needs no store
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from campaigns.audience.regions import us_area_prefixes
@@ -60,6 +65,18 @@ def user_id_refusal(template: Template) -> str:
     return ""
 
 
+def contact_hash_sql(alias: str, seed: str) -> str:
+    """A contact's hash for the draw seeded ``seed``: uniform, non-negative and the same
+    every time it is asked (PostgreSQL's 64-bit hash of the id; the mask drops the sign).
+    A/B arms draw with another seed than the holdout, so the two are independent."""
+    return f"(hashtextextended({alias}.id::text, {seed}) & 9223372036854775807)"
+
+
+def holdout_draw_sql(alias: str, seed: str) -> str:
+    """The contact's draw, 0-9999: under a share in basis points means "in"."""
+    return f"({contact_hash_sql(alias, seed)} %% 10000)"
+
+
 @dataclass(frozen=True)
 class SkipRules:
     """The skip rules for one template (see the module's docstring)."""
@@ -71,6 +88,9 @@ class SkipRules:
     audience_params: dict[str, Any] = field(default_factory=dict)
     # A campaign in many languages: how each contact's language is chosen.
     languages: LanguagePlan | None = None
+    # The holdout in basis points (0: none) and the campaign's id, which seeds its draw.
+    holdout_bp: int = 0
+    holdout_seed: int = 0
 
     @classmethod
     def for_template(
@@ -93,7 +113,9 @@ class SkipRules:
 
         Raises ``LanguageError`` when its fallback language has no sendable version.
         """
-        return cls.for_template(campaign.template, audience, campaign_languages(campaign))
+        rules = cls.for_template(campaign.template, audience, campaign_languages(campaign))
+        holdout_bp = round(float(campaign.holdout_percent or 0) * 100)
+        return replace(rules, holdout_bp=holdout_bp, holdout_seed=int(campaign.pk or 0))
 
     @property
     def params(self) -> dict[str, Any]:
@@ -103,6 +125,8 @@ class SkipRules:
             "skip_us_blocked": self.us_blocked,
             "skip_us_prefixes": list(us_area_prefixes()),
             "skip_user_ids_refused": self.user_ids_refused,
+            "skip_holdout_bp": self.holdout_bp,
+            "skip_holdout_seed": self.holdout_seed,
         }
 
     def reason_sql(self, alias: str = "c") -> str:
@@ -126,6 +150,9 @@ class SkipRules:
             WHEN %(skip_us_blocked)s AND {c}.phone IS NULL AND {c}.user_id LIKE 'US.%%'
                  THEN '{US_USER_ID}'{language}
             WHEN %(skip_user_ids_refused)s AND {c}.phone IS NULL THEN '{USER_ID_REFUSED}'
+            WHEN %(skip_holdout_bp)s > 0
+                 AND {holdout_draw_sql(c, "%(skip_holdout_seed)s")} < %(skip_holdout_bp)s
+                 THEN '{HOLDOUT}'
             ELSE '' END"""
 
     def sendable_sql(self, alias: str = "c") -> str:

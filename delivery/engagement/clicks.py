@@ -2,7 +2,7 @@
 
 A tracked link is ``CLICK_BASE_URL/<token>`` (``whatsblast.core.click_tokens``: the
 message's id and a MAC, checked without a lookup). A click is answered with a redirect to
-the campaign's destination filled in for the recipient (``delivery.engagement.links``),
+the campaign's destination filled in for the recipient (``whatsblast.core.link_destinations``),
 and only once the click is committed: a click a person was redirected for is never lost.
 
 **Group commit.** A campaign's link is tapped by thousands of people within minutes of the
@@ -59,10 +59,10 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.encoding import iri_to_uri
 
-from delivery.engagement.links import destination_url, link_destination_errors
 from whatsblast.core.click_tokens import message_id_from_token
 from whatsblast.core.counters import KEY_PREFIX, counters_add
 from whatsblast.core.db import array_literal, array_text, bound_cursor, jsonb_value
+from whatsblast.core.link_destinations import destination_url, link_destination_errors
 from whatsblast.core.waiters import waiters_release
 
 logger = logging.getLogger(__name__)

@@ -43,8 +43,8 @@ from delivery.campaigns.pricing import (
 from delivery.campaigns.skips import HOLDOUT
 from delivery.campaigns.status_counts import campaigns_status_counts
 from delivery.engagement.conversions import CLICKED, DELIVERED, HOLDOUT_ATTRIBUTION
-from delivery.engagement.stats import Comparison, proportion_diff
 from delivery.models import MessageStatus as S
+from whatsblast.core.proportions import Comparison, proportion_diff
 
 SENT_STATUSES = (S.SENT, S.DELIVERED, S.READ)
 PLACES = Decimal("0.0001")

@@ -31,6 +31,7 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
+from campaigns.catalogue.params import mapping_has_click
 from campaigns.models import Campaign, PhoneNumber, Template
 from delivery.cloud.client import ApiError, SendRequest, SendResult
 from delivery.cloud.outcomes import Outcome, classify
@@ -47,6 +48,8 @@ from delivery.engine.slots import LEASE_S
 from delivery.engine.window_guard import WindowGuard
 from delivery.messages import ClaimedMessage, claim_campaign_batch, release_messages
 from delivery.metrics import SendMeter
+from whatsblast.core.click_tokens import click_token
+from whatsblast.core.tracked_links import params_tracked
 
 logger = logging.getLogger(__name__)
 
@@ -123,24 +126,29 @@ class CampaignRun:
     # The endpoint this run's sends go to first once one was refused with the code that
     # names the other ('' until then: delivery.engine.routes.endpoint_for decides).
     endpoint: str = ""
-    # A campaign in many languages: each version's language by its Template id, read as
-    # rows of a version are first claimed.
-    languages: dict[int, str] = field(default_factory=dict)
+    # Rows sent with another template than the campaign's (a version in another language,
+    # an A/B test's variant): each template's (name, language) by its id, read as rows of
+    # it are first claimed.
+    versions: dict[int, tuple[str, str]] = field(default_factory=dict)
+    # The campaign maps a tracked link (its own or an A/B variant's mapping).
+    tracked: bool = False
 
-    def language_of(self, message: ClaimedMessage) -> str:
-        """The language the row is sent in: its version's, else the campaign template's."""
-        if message.template_id is not None and message.template_id in self.languages:
-            return self.languages[message.template_id]
-        return self.campaign.template.language
+    def template_of(self, message: ClaimedMessage) -> tuple[str, str]:
+        """The (name, language) the row is sent with: its own template's, else the
+        campaign's."""
+        if message.template_id is not None and message.template_id in self.versions:
+            return self.versions[message.template_id]
+        return self.campaign.template.name, self.campaign.template.language
 
-    def languages_learn(self, rows: list[ClaimedMessage]) -> None:
-        """Read the languages of versions first seen in ``rows`` (in a database thread)."""
-        if not self.campaign.languages:
-            return
-        unknown = {m.template_id for m in rows if m.template_id is not None} - set(self.languages)
+    def versions_learn(self, rows: list[ClaimedMessage]) -> None:
+        """Read the templates first seen in ``rows`` (in a database thread)."""
+        own = self.campaign.template_id
+        unknown = {
+            m.template_id for m in rows if m.template_id is not None and m.template_id != own
+        } - set(self.versions)
         if unknown:
-            found = Template.objects.filter(pk__in=unknown).values_list("id", "language")
-            self.languages.update(dict(found))
+            found = Template.objects.filter(pk__in=unknown).values_list("id", "name", "language")
+            self.versions.update({pk: (name, language) for pk, name, language in found})
 
     def paced(self, now: float) -> bool:
         return self.resumes_at() > now
@@ -211,6 +219,8 @@ def campaign_run(campaign: Campaign) -> CampaignRun:
         policy=RetryPolicy(max_attempts=campaign.max_attempts),
         windows=WindowGuard.for_campaign(campaign),
         frequency_cap=FrequencyCapGuard.for_campaign(campaign),
+        # An A/B variant's mapping may hold the link where the campaign's does not.
+        tracked=campaign.ab_test_percent > 0 or mapping_has_click(campaign.param_mapping),
     )
 
 
@@ -402,15 +412,22 @@ class NumberSender:
         campaign = run.campaign
         account = self.number.account
         first = run.endpoint or endpoint_for(account, campaign.template)
+        template_name, language = run.template_of(message)
+        params = message.params
+        if run.tracked:
+            # A tracked link's slot gets this recipient's token (core.tracked_links).
+            params = params_tracked(
+                params, token=click_token(message.id), base_url=settings.CLICK_BASE_URL
+            )
         request = SendRequest(
             base_url=self.base_url,
             phone_number_id=self.number.phone_number_id,
             access_token=self.number.access_token,
             to=message.to,
             callback_data=f"wb:{message.id}",
-            template_name=campaign.template.name,
-            language=run.language_of(message),
-            params=message.params,
+            template_name=template_name,
+            language=language,
+            params=params,
             endpoint=first,
             product_policy=account.mm_product_policy,
             activity_sharing=account.mm_activity_sharing,
@@ -544,7 +561,7 @@ class NumberSender:
             campaign_id=run.id, limit=need, phone_number_id=int(self.number.pk)
         )
         claimed = len(rows)
-        run.languages_learn(rows)
+        run.versions_learn(rows)
         if run.windows is not None:
             # Recipients whose local send window is closed go back, due at its opening.
             rows = run.windows.admit(rows, now=timezone.now())

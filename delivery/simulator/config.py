@@ -103,6 +103,9 @@ class SimConfig:
     webhook_jitter_ms: float = 0.0
     delivered_fraction: float = 1.0
     read_fraction: float = 0.5
+    # Per template name, the share of its delivered sends that are read (instead of
+    # read_fraction): two templates of an A/B test can be made to differ.
+    template_read_fractions: dict[str, float] = field(default_factory=dict)
     webhook_batch_size: int = 1
     webhook_batch_wait_ms: float = 20.0
     webhook_out_of_order: bool = False
@@ -158,6 +161,16 @@ class SimConfig:
         self.preference_recipients = {key(k): str(v) for k, v in self.preference_recipients.items()}
         self.username_recipients = [key(k) for k in self.username_recipients]
         self.quality_held_templates = [str(name) for name in self.quality_held_templates]
+        self.template_read_fractions = {
+            str(name): float(share) for name, share in self.template_read_fractions.items()
+        }
+        for name, share in self.template_read_fractions.items():
+            if not 0.0 <= share <= 1.0:
+                raise ValueError(f"template_read_fractions[{name!r}] must be within [0, 1]")
+
+    def read_share(self, template_name: str) -> float:
+        """The share of ``template_name``'s delivered sends that are read."""
+        return self.template_read_fractions.get(template_name, self.read_fraction)
 
     def quality_held(self, template_name: str, draw: float) -> bool:
         """Whether a send of ``template_name`` is answered ``held_for_quality_assessment``

@@ -269,6 +269,7 @@ class Simulator:
                 callback_data=req.callback,
                 category=category,
                 accepted_at=req.wall,
+                template_name=req.template or "",
             ),
             failure_code=late_fail,
         )

@@ -79,6 +79,7 @@ class SentMessage:
     callback_data: str | None
     category: str  # pricing category: marketing, utility, authentication, service
     accepted_at: float  # wall time
+    template_name: str = ""  # a template send's template ('' for free-form text)
 
 
 class WebhookDispatcher:
@@ -137,7 +138,7 @@ class WebhookDispatcher:
             delivered = self.rng.random() < cfg.delivered_fraction
             if delivered:
                 plan.append(("delivered", cfg.delivered_delay_ms))
-            if self.rng.random() < cfg.read_fraction:
+            if self.rng.random() < cfg.read_share(message.template_name):
                 plan.append(("read", cfg.read_delay_ms))
         delays = [delay + self.rng.uniform(0, cfg.webhook_jitter_ms) for _, delay in plan]
         if cfg.webhook_out_of_order:

@@ -6,7 +6,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from delivery.engagement.links import destination_url, link_destination_errors
+from whatsblast.core.link_destinations import destination_url, link_destination_errors
 
 
 def fill(destination: str, *, utm: bool = True, variant: str | None = None, **fields: str) -> str:

@@ -95,6 +95,8 @@ def mapping_table(mapping: dict[str, Any]) -> SafeString:
     def source_text(source: dict[str, Any]) -> str:
         if "value" in source:
             return f"the text “{source['value']}” for everyone"
+        if "click" in source:
+            return "the recipient's tracked link"
         text = f"contact field “{source.get('field', '')}”"
         if source.get("fallback"):
             text += f", or “{source['fallback']}” when a contact has none"

@@ -1,4 +1,4 @@
-"""delivery.engagement.stats against published and hand-computed values.
+"""whatsblast.core.proportions against published and hand-computed values.
 
 Newcombe's figures are quoted the way the paper writes them, p1 - p2; ours is b - a with
 a the baseline, so his first proportion is our arm b.
@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from delivery.engagement.stats import (
+from whatsblast.core.proportions import (
     probability_to_beat,
     proportion_diff,
     relative_lift,
