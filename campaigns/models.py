@@ -647,7 +647,7 @@ class Campaign(models.Model):
         help_text="A conversion counts for this campaign when it comes within this many days "
         "of the contact's delivered (or clicked) message.",
     )
-    # An A/B test (delivery.engagement.ab_tests): the campaign's variants (2-5) each go to
+    # An A/B test (delivery.campaigns.ab_launch, ab_tests): the campaign's variants (2-5) each go to
     # an even part of ab_test_percent of the audience; the rest is held until the winner
     # by ab_metric is decided (after ab_decide_after_hours, and ab_decide_min_sample sends
     # per variant), then sent the winner: automatically, or when the marketer picks.

@@ -40,6 +40,7 @@ from delivery.campaigns.canary import HOLD_AT, RELEASE_BATCH
 from delivery.messages import remainder_release
 from whatsblast.core.proportions import (
     Comparison,
+    Interval,
     probability_to_beat,
     proportion_diff,
     wilson_interval,
@@ -53,6 +54,10 @@ logger = logging.getLogger(__name__)
 RECHECK_SECONDS = 30
 # Posterior draws for the probability to be best: within ~0.4 points, the same every time.
 DRAWS = 20_000
+# Past its decision time the test sends its leader whatever the evidence (the rest of the
+# audience should not wait for ever); below this probability the decision says it was not
+# conclusive, so nobody reads a coin toss as a finding.
+CLEAR_WINNER = 0.95
 
 
 class AbTestError(ValueError):
@@ -179,7 +184,7 @@ def _arm_results(
     for index, (variant, (recipients, sent, successes, still_open)) in enumerate(
         zip(variants, figures, strict=True)
     ):
-        interval = wilson_interval(successes, sent)
+        interval = wilson_interval(successes, sent) if sent else Interval(0.0, 0.0)
         comparison = (
             proportion_diff(base_successes, base_sent, successes, sent)
             if index and base_sent and sent
@@ -220,10 +225,11 @@ def _decision_text(summary: AbSummary, arm: ArmResult, *, picked: bool) -> str:
         f"{a.label} {a.rate:.1%}" for a in summary.arms if a.position != arm.position
     )
     how = "picked by the marketer" if picked else "decided automatically"
+    clear = "" if arm.probability_best >= CLEAR_WINNER else " (not conclusive: below 95%)"
     return (
         f"Variant {arm.label} ({arm.template}), {how}: {summary.metric_label.lower()} "
         f"{arm.rate:.1%} (95% interval {low:.1%} to {high:.1%}, {arm.sent:,} sent) "
-        f"against {others}; probability to be the best {arm.probability_best:.1%}."
+        f"against {others}; probability to be the best {arm.probability_best:.1%}{clear}."
     )[:500]
 
 

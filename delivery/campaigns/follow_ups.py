@@ -73,6 +73,11 @@ _COPIED = (
     "languages",
     "language_field",
     "language_fallback",
+    # A tracked link in the mapping keeps working, and conversions count over the same
+    # window. An A/B test and a holdout are the original's experiment, not copied.
+    "link_destination",
+    "link_utm",
+    "attribution_days",
     *GUARD_SETTINGS,
 )
 

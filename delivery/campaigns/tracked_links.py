@@ -17,7 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
-from campaigns.catalogue.params import template_button_params
+from campaigns.catalogue.params import TemplatePart, template_button_params, template_cards
 from campaigns.models import Campaign, Template
 from whatsblast.core.link_destinations import link_destination_errors
 
@@ -38,13 +38,20 @@ def tracked_link_errors(
         errors.append("a tracked link needs a destination: where a click sends people")
     else:
         errors += [f"tracked link destination: {e}" for e in link_destination_errors(destination)]
+    if not base:
+        return errors
+    expected = f"{base}/{{{{1}}}}"
     for template, mapping in templates:
-        buttons = template_button_params(template)
-        for key, source in (mapping.get("buttons") or {}).items():
-            url = str(buttons.get(str(key), {}).get("url") or "")
-            if "click" in source and base and not url.startswith(f"{base}/"):
-                errors.append(
-                    f"template {template.name} button {key} was approved as {url or 'no URL'}; "
-                    f"a tracked button's URL is {base}/{{{{1}}}}"
-                )
+        parts: list[tuple[str, TemplatePart, dict[str, Any]]] = [("", template, mapping)]
+        cards = zip(template_cards(template), mapping.get("cards") or (), strict=False)
+        parts += [(f"card {i} ", card, m) for i, (card, m) in enumerate(cards)]
+        for where, part, part_mapping in parts:
+            buttons = template_button_params(part)
+            for key, source in (part_mapping.get("buttons") or {}).items():
+                url = str(buttons.get(str(key), {}).get("url") or "")
+                if isinstance(source, dict) and "click" in source and url != expected:
+                    errors.append(
+                        f"template {template.name} {where}button {key} was approved as "
+                        f"{url or 'no URL'}; a tracked button's URL is {expected}"
+                    )
     return errors

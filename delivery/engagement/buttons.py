@@ -110,7 +110,8 @@ def template_marketing_clicks(template_ids: list[int], since: datetime) -> dict[
     ``Template`` ids), inferred by number and time.
 
     Meta's click carries no wamid, recipient or template: only the number it came to, a
-    time, an opaque tracking token and a click id (see /tmp/wb_mm_clicks.md). A click is
+    time, an opaque tracking token and a click id (docs/engagement.md, "What Meta reports
+    about clicks"). A click is
     counted for a template when that template is the only one the number sent through the
     Marketing Messages API in the 7 days (UTC days, whole) before the click; a click that
     one of ``template_ids`` may have earned but that another template may have too is

@@ -12,20 +12,25 @@ and the lift measured against its holdout.
 - **Return on spend**: revenue / cost, None when the cost is 0 or not known in full: no
   rate card, charged messages the rate card does not price (the cost would be too low and
   the return too high), or a rate card in another currency than the revenue.
-- **Lift**: treated = the campaign's recipients that were sent (sent, delivered, read),
-  control = its holdout rows (skipped as holdout at launch). A recipient converted when
-  the contact reported any conversion within ``attribution_days`` of the launch (its row's
-  ``created_at``, the same moment for both arms). Both arms are counted over the same
+- **Lift**: treated = the recipients the campaign set out to send and tried (sent,
+  delivered, read, failed or dead-lettered, or held back by the frequency cap: by intention
+  to treat, as the holdout is drawn from the same eligible people, so leaving failures out
+  would compare the reachable against everyone and overstate the lift), control = its
+  holdout rows (skipped as holdout at launch). Rows not tried yet count in neither. A
+  recipient converted when the contact reported any conversion within
+  ``attribution_days`` of the launch (its row's ``created_at``, the same moment for both
+  arms). Both arms are counted over the same
   calendar window and *whatever the conversion was attributed to*: attribution gives a
   holdout contact's conversion to another campaign's message that reached them, which
   would empty the control arm selectively and overstate the lift; what a holdout measures
   is whether being sent this campaign changed the rate. Difference (treated − control)
-  with its 95 % interval from ``stats.proportion_diff``, and relative lift.
+  with its 95 % interval from ``whatsblast.core.proportions.proportion_diff``, and
+  relative lift.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -35,6 +40,7 @@ from django.utils import timezone
 
 from campaigns.models import Campaign
 from delivery.campaigns.pricing import (
+    CostLine,
     CostTotal,
     campaign_costs,
     cost_total,
@@ -43,6 +49,7 @@ from delivery.campaigns.pricing import (
 from delivery.campaigns.skips import HOLDOUT
 from delivery.campaigns.status_counts import campaigns_status_counts
 from delivery.engagement.conversions import CLICKED, DELIVERED, HOLDOUT_ATTRIBUTION
+from delivery.engine.frequency_cap import CAPPED
 from delivery.models import MessageStatus as S
 from whatsblast.core.proportions import Comparison, proportion_diff
 
@@ -53,7 +60,7 @@ _ATTRIBUTED = f"('{DELIVERED}', '{CLICKED}')"
 
 @dataclass(frozen=True)
 class Lift:
-    treated: int  # recipients sent
+    treated: int  # recipients the campaign tried to send (see the module's docstring)
     treated_converted: int
     control: int  # holdout rows
     control_converted: int
@@ -106,7 +113,7 @@ SELECT currency,
 # are read through message_campaign_status_idx (campaign, send_status): send_status folds
 # delivered and read into sent.
 _LIFT_SQL = f"""
-SELECT m.send_status = '{S.SENT}' AS treated,
+SELECT m.skip_reason <> %(holdout)s AS treated,
        count(*),
        count(*) FILTER (WHERE EXISTS (
            SELECT 1 FROM delivery_conversion AS v
@@ -117,17 +124,21 @@ SELECT m.send_status = '{S.SENT}' AS treated,
        max(m.created_at)
   FROM delivery_message AS m
  WHERE m.campaign_id = %(campaign_id)s
-   AND (m.send_status = '{S.SENT}'
-        OR (m.send_status = '{S.SKIPPED}' AND m.skip_reason = %(holdout)s))
+   AND (m.send_status IN ('{S.SENT}', '{S.FAILED}', '{S.DEAD}')
+        OR (m.send_status = '{S.SKIPPED}'
+            AND (m.skip_reason = %(holdout)s OR m.skip_reason LIKE %(capped)s)))
  GROUP BY 1
 """  # noqa: S608 - constants only
 
 
-def campaign_roi(campaign: Campaign, *, event: str | None = None) -> CampaignRoi:
+def campaign_roi(
+    campaign: Campaign, *, event: str | None = None, costs: Sequence[CostLine] | None = None
+) -> CampaignRoi:
     """The campaign's conversions, revenue, cost, return on spend and lift.
 
     Reads the campaign's conversions (indexed), its status counters, every priced message
-    (``pricing.campaign_costs``) and, with a holdout, one index probe per recipient.
+    (``pricing.campaign_costs``, unless the caller read them already: ``costs``) and, with
+    a holdout, one index probe per recipient.
     """
     with connection.cursor() as cursor:
         cursor.execute(_REVENUE_SQL, {"campaign_id": campaign.pk, "event": event})
@@ -144,7 +155,7 @@ def campaign_roi(campaign: Campaign, *, event: str | None = None) -> CampaignRoi
             revenue_by_currency[currency] = Decimal(revenue)
             valued[currency] = int(valued_count)
     card_currency = rate_card_currency()
-    lines = campaign_costs(campaign=campaign)
+    lines = list(costs) if costs is not None else campaign_costs(campaign=campaign)
     cost = cost_total(lines, card_currency=card_currency)
     currency = main_currency(valued, preferred=cost.currency or card_currency)
     revenue = revenue_by_currency.get(currency, Decimal(0))
@@ -196,13 +207,19 @@ def main_currency(valued: dict[str, int], *, preferred: str = "") -> str:
 def campaign_lift(
     campaign: Campaign, *, event: str | None = None, confidence: float = 0.95
 ) -> Lift | None:
-    """Treated (sent) against control (holdout), each converting within the window from
+    """Treated (tried) against control (holdout), each converting within the window from
     the launch; None when the campaign has no holdout row."""
     days = int(campaign.attribution_days)
     with connection.cursor() as cursor:
         cursor.execute(
             _LIFT_SQL,
-            {"campaign_id": campaign.pk, "days": days, "event": event, "holdout": HOLDOUT},
+            {
+                "campaign_id": campaign.pk,
+                "days": days,
+                "event": event,
+                "holdout": HOLDOUT,
+                "capped": f"{CAPPED}:%",
+            },
         )
         arms = {
             bool(treated): (int(n), int(converted), last) for treated, n, converted, last in cursor

@@ -172,9 +172,13 @@ def _outcome(rule: CampaignOutcome, params: _Params) -> str:
         delivered = _status_outcome(campaign, "delivered", params)
         return f"({delivered} AND NOT {_clicked(campaign)})"
     if rule.outcome == "converted":
+        # Conversions attributed to a message the campaign sent: a holdout contact's
+        # conversion (attributed_by 'holdout', delivery.engagement.conversions) is the
+        # control group's, not someone the campaign converted.
         return (
             "EXISTS (SELECT 1 FROM delivery_conversion AS v"
-            f" WHERE v.contact_id = c.id AND v.campaign_id = {campaign})"
+            f" WHERE v.contact_id = c.id AND v.campaign_id = {campaign}"
+            " AND v.attributed_by <> 'holdout')"
         )
     return _status_outcome(campaign, rule.outcome, params)
 

@@ -1,4 +1,4 @@
-"""A tracked link's destination filled in for one person (delivery/engagement/links.py)."""
+"""A tracked link's destination filled in for one person (whatsblast/core/link_destinations.py)."""
 
 from __future__ import annotations
 

@@ -248,7 +248,7 @@ def test_bad_items_are_named_and_the_good_ones_stored() -> None:
 
 
 def test_campaign_roi_and_lift_by_hand() -> None:
-    """Ten recipients sent, five held out, one failed; by hand:
+    """Ten recipients sent, one failed, five held out; by hand:
 
     - attributed conversions: contact 0 twice (10.00 + 6.00), contacts 1, 2, 3
       (20.00, 5.50, 4.50): 5 conversions, revenue 46.00 USD; contact 4 converted 10 days
@@ -256,14 +256,17 @@ def test_campaign_roi_and_lift_by_hand() -> None:
     - holdout contact 0 converted (8.00): a control conversion, not revenue;
     - messages sent 10; revenue per message 46.00 / 10 = 4.6000;
     - cost: 10 charged marketing messages at 0.0625 USD = 0.6250; ROI 46 / 0.625 = 73.6000;
-    - lift: treated 4/10 = 0.4, control 1/5 = 0.2, difference 0.2. Wilson 95 % intervals
-      (z = 1.959964, z^2 = 3.841459): 4/10 -> centre (0.4 + 0.192073) / 1.384146 =
-      0.427752, half 1.416011 * sqrt(0.024 + 0.009604) = 0.259574 -> [0.168178, 0.687326];
-      1/5 -> centre (0.2 + 0.384146) / 1.768292 = 0.330345, half
-      1.108393 * sqrt(0.032 + 0.038415) = 0.294121 -> [0.036224, 0.624466].
-      Newcombe: low = 0.2 - sqrt((0.4 - 0.168178)^2 + (0.624466 - 0.2)^2) = 0.2 - 0.483645
-      = -0.283645; high = 0.2 + sqrt((0.687326 - 0.4)^2 + (0.2 - 0.036224)^2)
-      = 0.2 + 0.330725 = 0.530725. Relative lift 0.4 / 0.2 - 1 = 1.0.
+    - lift: treated are the 11 the campaign tried (10 sent and the failed one: intention to
+      treat), 4 of them converted in the window: 4/11 = 0.363636; control 1/5 = 0.2;
+      difference 0.163636. Wilson 95 % intervals (z = 1.959964, z^2 = 3.841459):
+      4/11 -> denominator 1 + 3.841459 / 11 = 1.349224, centre (0.363636 + 0.174612) /
+      1.349224 = 0.398932, half (1.959964 / 1.349224) * sqrt(0.363636 * 0.636364 / 11
+      + 3.841459 / 484) = 0.247267 -> [0.151665, 0.646199]; 1/5 -> centre
+      (0.2 + 0.384146) / 1.768292 = 0.330345, half 1.108393 * sqrt(0.032 + 0.038415)
+      = 0.294121 -> [0.036224, 0.624466]. Newcombe: low = 0.163636 - sqrt((0.363636 -
+      0.151665)^2 + (0.624466 - 0.2)^2) = -0.310814; high = 0.163636 + sqrt((0.646199 -
+      0.363636)^2 + (0.2 - 0.036224)^2) = 0.490231. Relative lift 0.363636 / 0.2 - 1 =
+      0.818182.
     """
     RateCard.objects.create(
         country_prefix="*", category="marketing", price=Decimal("0.0625"), currency="USD"
@@ -314,16 +317,16 @@ def test_campaign_roi_and_lift_by_hand() -> None:
     lift = roi.lift
     assert lift is not None and lift.comparison is not None
     assert (lift.treated, lift.treated_converted, lift.control, lift.control_converted) == (
-        10,
+        11,
         4,
         5,
         1,
     )
-    assert (lift.treated_rate, lift.control_rate) == (0.4, 0.2)
-    assert lift.comparison.difference == pytest.approx(0.2)
-    assert lift.comparison.interval.low == pytest.approx(-0.283645, abs=2e-6)
-    assert lift.comparison.interval.high == pytest.approx(0.530725, abs=2e-6)
-    assert lift.comparison.relative_lift == pytest.approx(1.0)
+    assert (lift.treated_rate, lift.control_rate) == (4 / 11, 0.2)
+    assert lift.comparison.difference == pytest.approx(0.163636, abs=1e-6)
+    assert lift.comparison.interval.low == pytest.approx(-0.310814, abs=2e-6)
+    assert lift.comparison.interval.high == pytest.approx(0.490231, abs=2e-6)
+    assert lift.comparison.relative_lift == pytest.approx(0.818182, abs=1e-6)
     assert not lift.comparison.significant
     assert lift.complete  # launched 20 days ago, a 7-day window
 

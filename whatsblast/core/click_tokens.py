@@ -5,7 +5,7 @@ HMAC-SHA256 of that id under the site's ``SECRET_KEY`` (Django's ``salted_hmac``
 for this use only). It carries no personal data (an id means nothing outside the
 database), cannot be made up or walked (a neighbour's id fails its check), and needs no
 row of its own: the sender computes it as it builds the request, and the click endpoint
-checks it without a lookup. It is 14-25 characters, short enough for a URL button's
+checks it without a lookup. It is 13-25 characters, short enough for a URL button's
 suffix. Rotating ``SECRET_KEY`` retires every token sent before (they go to the fallback).
 
     >>> token = click_token(12345)
