@@ -111,6 +111,11 @@ def test_launch_puts_each_sendable_recipient_in_one_arm_the_holdout_or_the_held_
     assert all(r.status == "pending" and r.next_attempt_at == HOLD_AT for r in rest)
     campaign.refresh_from_db()
     assert campaign.ab_state == AbState.TESTING
+    # Nothing sent yet: every arm reads 0 of 0, nobody leads, nothing to decide.
+    summary = ab_summary(campaign)
+    assert summary is not None and summary.leader is None and not summary.ready
+    assert [(a.sent, a.rate, a.interval) for a in summary.arms] == [(0, 0.0, (0.0, 0.0))] * 2
+    assert summary.held == len(rest)
     # The draw is the same every time it is made: a second launch changes nothing.
     Campaign.objects.filter(pk=campaign.pk).update(status="draft")
     campaign_start(campaign=Campaign.objects.get(pk=campaign.pk))
