@@ -394,6 +394,25 @@ def conversions_store(inputs: Sequence[ConversionInput], *, source: str) -> dict
     }
 
 
+_STORED_SQL = """
+SELECT id, dedupe_key, contact_id, message_id, campaign_id, attributed_by
+  FROM delivery_conversion
+ WHERE dedupe_key = ANY(%s::text[])
+"""
+
+
+def conversions_stored(keys: set[str]) -> dict[str, _Stored]:
+    """The rows already stored under ``keys`` (the unique dedupe_key index), by key."""
+    if not keys:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(_STORED_SQL, [sorted(keys)])
+        return {
+            key: _Stored(int(pk), contact_id, message_id, campaign_id, attributed_by)
+            for pk, key, contact_id, message_id, campaign_id, attributed_by in cursor.fetchall()
+        }
+
+
 def _ingest(
     inputs: list[ConversionInput], rejected: list[ItemOutcome], *, source: str, received: int
 ) -> IngestResult:
@@ -401,18 +420,24 @@ def _ingest(
     batch = settings.CONVERSIONS_MAX_BATCH
     for start in range(0, len(inputs), batch):
         stored_rows.update(conversions_store(inputs[start : start + batch], source=source))
+    # A repeat answers with the row stored first (its id and attribution), so a retried
+    # request reads as the first did, item for item, only marked duplicate.
+    earlier = conversions_stored({i.dedupe_key for i in inputs if i.dedupe_key not in stored_rows})
     outcomes = list(rejected)
     claimed: set[str] = set()
     for item in inputs:
         row = stored_rows.get(item.dedupe_key)
+        status = STORED
         if row is None or item.dedupe_key in claimed:
-            outcomes.append(ItemOutcome(index=item.index, status=DUPLICATE))
-            continue
+            status = DUPLICATE
+            row = row or earlier.get(item.dedupe_key)
         claimed.add(item.dedupe_key)
         outcomes.append(
-            ItemOutcome(
+            ItemOutcome(index=item.index, status=status)
+            if row is None
+            else ItemOutcome(
                 index=item.index,
-                status=STORED,
+                status=status,
                 conversion_id=row.conversion_id,
                 contact_matched=row.contact_id is not None,
                 campaign_id=row.campaign_id,

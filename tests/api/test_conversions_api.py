@@ -94,6 +94,10 @@ def test_a_replay_with_the_same_idempotency_key_stores_once(key: str) -> None:
     again, replay = post(body, key=key, **{"Idempotency-Key": "batch-1"})
     assert (again.status_code, replay["stored"], replay["duplicates"]) == (200, 0, 3)
     assert [r["status"] for r in replay["results"]] == ["duplicate"] * 3
+    # The replay answers with what the first request stored, item for item.
+    assert [r["id"] for r in replay["results"]] == [r["id"] for r in data["results"]]
+    assert len({r["id"] for r in data["results"]}) == 3
+    assert [r["contact_matched"] for r in replay["results"]] == [True] * 3
     assert Conversion.objects.count() == 3
 
 
