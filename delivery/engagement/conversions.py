@@ -541,7 +541,7 @@ def _input(index: int, key: str, fields: _Fields) -> ConversionInput:
 # ---------------------------------------------------------------------------------------
 # An admin upload: a CSV file.
 
-UPLOAD_COLUMNS = ("phone", "user_id", "event", "value", "currency", "occurred_at")
+UPLOAD_COLUMNS = ("id", "phone", "user_id", "event", "value", "currency", "occurred_at")
 REQUIRED_COLUMNS = ("event", "occurred_at")
 
 
@@ -563,9 +563,10 @@ def conversions_from_csv(file: IO[bytes], *, now: datetime | None = None) -> Upl
 
     Columns (header names in any case, in any order, others ignored): ``phone`` or
     ``user_id``, ``event``, ``value``, ``currency``, ``occurred_at``. ``occurred_at`` is
-    required: a file is history, and "now" would date every row at the upload. A row's
-    dedupe key is the file's SHA-256 and the row's line, so uploading the same file again
-    stores nothing twice.
+    required: a file is history, and "now" would date every row at the upload. An ``id``
+    column (the order or event id in the customer's systems) makes a row the same
+    conversion in any file that names that id (``upload:id:<id>``); without one a row's dedupe key is the file's SHA-256 and the
+    row's line, so uploading the same file again stores nothing twice.
     """
     now = now or timezone.now()
     data = file.read()
@@ -596,7 +597,13 @@ def conversions_from_csv(file: IO[bytes], *, now: datetime | None = None) -> Upl
             bad_rows.append((line, errors))
             rejected.append(ItemOutcome(index=line, status=REJECTED, errors=errors))
             continue
-        inputs.append(_input(line, f"upload:{sha256}:{line}", fields))
+        item_id = _item_id(raw.get("id") or None, errors)
+        if errors:
+            bad_rows.append((line, errors))
+            rejected.append(ItemOutcome(index=line, status=REJECTED, errors=errors))
+            continue
+        key = f"upload:id:{item_id}" if item_id else f"upload:{sha256}:{line}"
+        inputs.append(_input(line, key, fields))
     result = _ingest(inputs, rejected, source=ConversionSource.UPLOAD, received=rows)
     return UploadResult(sha256=sha256, result=result, bad_rows=bad_rows)
 

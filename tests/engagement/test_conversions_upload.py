@@ -100,3 +100,28 @@ def test_support_reads_the_list_but_cannot_upload() -> None:
     page = client.get(LIST_URL)
     assert page.status_code == 200 and b"Upload conversions" not in page.content
     assert client.get(UPLOAD_URL).status_code == 403
+
+
+def test_an_id_column_makes_a_row_the_same_conversion_in_any_file() -> None:
+    from io import BytesIO
+
+    from delivery.engagement.conversions import conversions_from_csv
+
+    contact = make_contact()
+    day = (timezone.now() - timedelta(days=1)).isoformat()
+    first = (
+        f"id,phone,event,value,currency,occurred_at\nA-1,{contact.phone},purchase,10,EUR,{day}\n"
+    )
+    # Another export of the same orders, one more row, the columns in another order.
+    second = (
+        "occurred_at;event;phone;id\n"
+        f"{day};purchase;{contact.phone};A-1\n"
+        f"{day};purchase;{contact.phone};A-2\n"
+    )
+    assert conversions_from_csv(BytesIO(first.encode())).result.stored == 1
+    again = conversions_from_csv(BytesIO(second.encode())).result
+    assert (again.stored, again.duplicates) == (1, 1)
+    assert sorted(Conversion.objects.values_list("dedupe_key", flat=True)) == [
+        "upload:id:A-1",
+        "upload:id:A-2",
+    ]
