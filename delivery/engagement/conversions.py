@@ -565,8 +565,9 @@ def conversions_from_csv(file: IO[bytes], *, now: datetime | None = None) -> Upl
     ``user_id``, ``event``, ``value``, ``currency``, ``occurred_at``. ``occurred_at`` is
     required: a file is history, and "now" would date every row at the upload. An ``id``
     column (the order or event id in the customer's systems) makes a row the same
-    conversion in any file that names that id (``upload:id:<id>``); without one a row's dedupe key is the file's SHA-256 and the
-    row's line, so uploading the same file again stores nothing twice.
+    conversion in any file that names that id (``upload:id:<id>``); without one a row's
+    dedupe key is the file's SHA-256 and the row's line, so uploading the same file again
+    stores nothing twice.
     """
     now = now or timezone.now()
     data = file.read()
