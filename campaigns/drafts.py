@@ -17,6 +17,7 @@ from campaigns.catalogue.params import ParamMappingError, mapping_validate
 from campaigns.models import (
     Campaign,
     CampaignStatus,
+    CampaignVariant,
     ContactList,
     PhoneNumber,
     Segment,
@@ -196,6 +197,46 @@ def campaign_create(
         campaign.exclude_lists.set(exclude_lists)
         campaign.exclude_segments.set(exclude_segments)
     return campaign
+
+
+# An A/B test compares 2 to 5 variants (positions 0-4, shown as A-E).
+MAX_VARIANTS = 5
+
+
+def campaign_variants_set(
+    *, campaign: Campaign, variants: Sequence[tuple[Template, dict[str, Any]]]
+) -> list[CampaignVariant]:
+    """Make the draft's A/B variants exactly ``variants`` (template, mapping), in order:
+    the first is A. ``[]`` removes them all (no A/B test).
+
+    Only a draft's variants change (its messages are rendered from them at launch). Each
+    template must be of the campaign's account and each mapping fit it whole; how many
+    variants a test needs and what else it asks of the campaign is checked by the launch
+    (``delivery.campaigns.ab_launch.variants_errors``), as the form checks before saving.
+    """
+    if campaign.status != CampaignStatus.DRAFT:
+        raise ValidationError("only a draft's A/B variants can change")
+    if len(variants) > MAX_VARIANTS:
+        raise ValidationError(f"an A/B test has at most {MAX_VARIANTS} variants")
+    account_id = campaign.phone_number.account_id
+    for position, (template, mapping) in enumerate(variants):
+        label = "ABCDE"[position]
+        if template.account_id != account_id:
+            raise ValidationError(
+                f"variant {label}: template {template} belongs to another business account"
+            )
+        try:
+            param_mapping_validate(template=template, param_mapping=mapping)
+        except ValidationError as exc:
+            raise ValidationError(f"variant {label}: {exc.messages[0]}") from exc
+    with transaction.atomic():
+        campaign.variants.all().delete()
+        return CampaignVariant.objects.bulk_create(
+            CampaignVariant(
+                campaign=campaign, position=position, template=template, param_mapping=mapping
+            )
+            for position, (template, mapping) in enumerate(variants)
+        )
 
 
 def _language_for_many(number: PhoneNumber, name: str, fallback: str) -> str | None:

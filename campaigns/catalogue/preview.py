@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from campaigns.catalogue.params import (
@@ -25,6 +26,7 @@ from campaigns.catalogue.params import (
 )
 from campaigns.models import Contact, HeaderFormat, ListMembership, Template
 from whatsblast.core.template_values import offer_expiry_ms, sku_list
+from whatsblast.core.tracked_links import CLICK_MARKER
 
 SAMPLE_CONTACTS = 3
 # Contacts whose attribute keys are offered as mappable fields: enough to see every
@@ -66,6 +68,8 @@ def _clean_source(source: Any) -> dict[str, str] | None:
     """A well-formed source, or None (a half-typed mapping sends blanks and junk)."""
     if not isinstance(source, dict) or not 1 <= len(source) <= 2:
         return None
+    if source.get("click") is True:
+        return {"click": True}  # type: ignore[dict-item]
     if isinstance(source.get("field"), str) and source["field"].strip():
         fallback = source.get("fallback")
         if isinstance(fallback, str) and fallback.strip():
@@ -177,6 +181,25 @@ def _part_render(part: Any, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _tracked_shown(rendered: dict[str, Any]) -> dict[str, Any]:
+    """A tracked link as the preview shows it: the link's start and "…" for the token each
+    recipient gets at the send (the marker itself means nothing to a person)."""
+    base = str(settings.CLICK_BASE_URL or "").rstrip("/")
+    link = f"{base}/…" if base else "[tracked link]"
+
+    def shown(value: Any, *, suffix: bool = False) -> Any:
+        if isinstance(value, str):
+            return value.replace(CLICK_MARKER, "…" if suffix else link)
+        if isinstance(value, list):
+            return [shown(item) for item in value]
+        if isinstance(value, dict):
+            return {k: shown(v, suffix=k == "url") for k, v in value.items()}
+        return value
+
+    result: dict[str, Any] = shown(rendered)
+    return result
+
+
 # Buttons Meta approves without a text of the template's own.
 _BUTTON_TEXTS = {"COPY_CODE": "Copy offer code", "SPM": "View", "CATALOG": "View catalog"}
 
@@ -222,12 +245,15 @@ def message_preview(
         for contact in contacts:
             missing = [f for f in fields if contact.field_value(f) in (None, "")]
             rendered = message_render(template, params_render(template, complete, contact))
+            rendered = _tracked_shown(rendered)
             samples.append(
                 {"to": contact.recipient, "name": contact.name, "missing": missing, **rendered}
             )
     else:
         complete, _ = _completed(slots, mapping, examples=True)
         example = Contact(phone="", name="")
-        rendered = message_render(template, params_render(template, complete, example))
+        rendered = _tracked_shown(
+            message_render(template, params_render(template, complete, example))
+        )
         samples.append({"to": "", "name": "Meta's example values", "missing": [], **rendered})
     return {"slots": slots, "error": error, "samples": samples}

@@ -1,7 +1,9 @@
 /* The campaign form: one row per template parameter, and the live preview.
  * The mapping lives in the hidden #id_param_mapping as JSON ({"body": {"1": {"field":
  * "name"}}, ...}); every change re-asks the server to render the message for a few
- * contacts of the chosen lists and segments. All text reaches the page through textContent. */
+ * contacts of the chosen lists and segments. An A/B test's variants (#wb-variants) each
+ * have a template and a mapping edited the same way (mappingEditor), kept in the row's
+ * hidden input. All text reaches the page through textContent. */
 (function () {
   "use strict";
   const form = document.getElementById("wb-campaign-form");
@@ -15,7 +17,7 @@
   const fieldList = document.getElementById("wb-fields");
   const samples = document.getElementById("wb-preview-samples");
   const errorBox = document.getElementById("wb-mapping-error");
-  let mapping = parse(hidden.value);
+  const main = mappingEditor(tbody, hidden, schedule);
   let shownTemplate = null;
   let timer = null;
   let asked = 0;
@@ -34,10 +36,6 @@
     if (className) node.className = className;
     if (text !== undefined && text !== null) node.textContent = text;
     return node;
-  }
-
-  function save() {
-    hidden.value = JSON.stringify(mapping);
   }
 
   function isObject(value) {
@@ -122,29 +120,6 @@
     }
   }
 
-  function sourceOf(slot) {
-    const source = pathGet(mapping, slotPath(slot));
-    return isObject(source) ? source : null;
-  }
-
-  function setSource(slot, source) {
-    if (source) pathSet(mapping, slotPath(slot), source);
-    else pathDelete(mapping, slotPath(slot));
-    save();
-  }
-
-  /* Keep only what the template takes (after a template change): the current slots'
-     paths, nothing else. */
-  function prune(slots) {
-    const kept = {body: {}};
-    for (const slot of slots) {
-      const source = sourceOf(slot);
-      if (source) pathSet(kept, slotPath(slot), source);
-    }
-    mapping = kept;
-    save();
-  }
-
   function slotLabel(slot) {
     if (slot.label) return slot.label;
     if (slot.section === "header") return "Header (" + slot.kind + ")";
@@ -152,80 +127,143 @@
     return "Button " + slot.key + " (" + slot.kind + ")";
   }
 
-  function buildRows(slots) {
-    tbody.replaceChildren();
-    if (!slots.length) {
-      const row = el("tr");
-      const cell = el("td", "wb-muted", template.value ? "This template takes no parameters." : "Choose a template.");
-      cell.colSpan = 4;
-      row.append(cell);
-      tbody.append(row);
-      return;
+  /* Where a tracked link may go: a body parameter, or a URL button's suffix. */
+  function clickable(slot) {
+    const path = slotPath(slot);
+    const section = path[path.length - 2];
+    return section === "body" || (section === "buttons" && slot.kind === "url suffix");
+  }
+
+  function mappingEmpty(value) {
+    if (!isObject(value)) return true;
+    return Object.keys(value).every(function (key) { return isEmpty(value[key]); });
+  }
+
+  /* The rows of one mapping (the campaign's, or a variant's) over `rowsBody`, kept as
+     JSON in `input`; `changed` is called after every edit. */
+  function mappingEditor(rowsBody, input, changed) {
+    let mapping = parse(input.value);
+
+    function save() {
+      input.value = JSON.stringify(mapping);
     }
-    let group = null;
-    for (const slot of slots) {
-      const row = el("tr");
-      const path = slotPath(slot);
-      row.dataset.slot = slotId(slot);
-      const inGroup = path[0] === "cards" || path[0] === "sections" ? path[0] + ":" + path[1] : null;
-      if (inGroup) row.classList.add("wb-group-row");
-      if (inGroup && inGroup !== group) row.classList.add("wb-group-start");
-      group = inGroup;
-      const kind = el("select", "wb-kind");
-      kind.setAttribute("aria-label", slotLabel(slot) + " source");
-      kind.append(new Option("Contact field", "field"), new Option("Constant", "value"));
-      const input = el("input", "wb-source");
-      input.type = "text";
-      input.setAttribute("aria-label", slotLabel(slot) + " field or value");
-      const fallback = el("input", "wb-fallback");
-      fallback.type = "text";
-      fallback.placeholder = "if missing, e.g. there";
-      fallback.title = "Used for contacts who have no value in this field, instead of refusing the launch.";
-      fallback.setAttribute("aria-label", slotLabel(slot) + " fallback");
-      const current = sourceOf(slot);
-      if (current && Object.prototype.hasOwnProperty.call(current, "value")) {
-        kind.value = "value";
-        input.value = current.value;
-      } else {
-        kind.value = "field";
-        input.value = current ? current.field : "";
-        fallback.value = current && current.fallback ? current.fallback : "";
+
+    function sourceOf(slot) {
+      const source = pathGet(mapping, slotPath(slot));
+      return isObject(source) ? source : null;
+    }
+
+    function setSource(slot, source) {
+      if (source) pathSet(mapping, slotPath(slot), source);
+      else pathDelete(mapping, slotPath(slot));
+      save();
+    }
+
+    /* Keep only what the template takes (after a template change): the current slots'
+       paths, nothing else. */
+    function prune(slots) {
+      const kept = {body: {}};
+      for (const slot of slots) {
+        const source = sourceOf(slot);
+        if (source) pathSet(kept, slotPath(slot), source);
       }
-      const hint = function () {
-        fallback.hidden = kind.value !== "field";
-        if (kind.value === "field") {
-          input.setAttribute("list", "wb-fields");
-          input.placeholder = "e.g. name";
-        } else {
-          input.removeAttribute("list");
-          input.placeholder = slot.kind !== "text" && slot.example ? "e.g. " + slot.example : "text for everyone";
-        }
-      };
-      const update = function () {
-        hint();
-        if (kind.value === "field") {
-          const name = input.value.trim();
-          const source = name ? {field: name} : null;
-          if (source && fallback.value.trim()) source.fallback = fallback.value;
-          setSource(slot, source);
-        } else {
-          setSource(slot, {value: input.value});
-        }
-        schedule();
-      };
-      kind.addEventListener("change", update);
-      input.addEventListener("input", update);
-      fallback.addEventListener("input", update);
-      hint();
-      const name = el("td", null, slotLabel(slot));
-      if (slot.required) name.append(el("span", "wb-required", " *"));
-      const kindCell = el("td");
-      kindCell.append(kind);
-      const inputCell = el("td");
-      inputCell.append(input, " ", fallback);
-      row.append(name, kindCell, inputCell, el("td", "wb-muted", slot.example || ""));
-      tbody.append(row);
+      mapping = kept;
+      save();
     }
+
+    function buildRows(slots, hasTemplate) {
+      rowsBody.replaceChildren();
+      if (!slots.length) {
+        const row = el("tr");
+        const cell = el("td", "wb-muted", hasTemplate ? "This template takes no parameters." : "Choose a template.");
+        cell.colSpan = 4;
+        row.append(cell);
+        rowsBody.append(row);
+        return;
+      }
+      let group = null;
+      for (const slot of slots) {
+        const row = el("tr");
+        const path = slotPath(slot);
+        row.dataset.slot = slotId(slot);
+        const inGroup = path[0] === "cards" || path[0] === "sections" ? path[0] + ":" + path[1] : null;
+        if (inGroup) row.classList.add("wb-group-row");
+        if (inGroup && inGroup !== group) row.classList.add("wb-group-start");
+        group = inGroup;
+        const kind = el("select", "wb-kind");
+        kind.setAttribute("aria-label", slotLabel(slot) + " source");
+        kind.append(new Option("Contact field", "field"), new Option("Constant", "value"));
+        if (clickable(slot)) kind.append(new Option("Tracked link", "click"));
+        const source = el("input", "wb-source");
+        source.type = "text";
+        source.setAttribute("aria-label", slotLabel(slot) + " field or value");
+        const fallback = el("input", "wb-fallback");
+        fallback.type = "text";
+        fallback.placeholder = "if missing, e.g. there";
+        fallback.title = "Used for contacts who have no value in this field, instead of refusing the launch.";
+        fallback.setAttribute("aria-label", slotLabel(slot) + " fallback");
+        const note = el("span", "wb-muted wb-click-note", "each recipient's own link, to the destination under Tracked link");
+        const current = sourceOf(slot);
+        if (current && current.click === true && clickable(slot)) {
+          kind.value = "click";
+        } else if (current && Object.prototype.hasOwnProperty.call(current, "value")) {
+          kind.value = "value";
+          source.value = current.value;
+        } else {
+          kind.value = "field";
+          source.value = current && current.field ? current.field : "";
+          fallback.value = current && current.fallback ? current.fallback : "";
+        }
+        const hint = function () {
+          source.hidden = kind.value === "click";
+          fallback.hidden = kind.value !== "field";
+          note.hidden = kind.value !== "click";
+          if (kind.value === "field") {
+            source.setAttribute("list", "wb-fields");
+            source.placeholder = "e.g. name";
+          } else {
+            source.removeAttribute("list");
+            source.placeholder = slot.kind !== "text" && slot.example ? "e.g. " + slot.example : "text for everyone";
+          }
+        };
+        const update = function () {
+          hint();
+          if (kind.value === "click") {
+            setSource(slot, {click: true});
+          } else if (kind.value === "field") {
+            const name = source.value.trim();
+            const chosen = name ? {field: name} : null;
+            if (chosen && fallback.value.trim()) chosen.fallback = fallback.value;
+            setSource(slot, chosen);
+          } else {
+            setSource(slot, {value: source.value});
+          }
+          changed();
+        };
+        kind.addEventListener("change", update);
+        source.addEventListener("input", update);
+        fallback.addEventListener("input", update);
+        hint();
+        const name = el("td", null, slotLabel(slot));
+        if (slot.required) name.append(el("span", "wb-required", " *"));
+        const kindCell = el("td");
+        kindCell.append(kind);
+        const inputCell = el("td");
+        inputCell.append(source, " ", fallback, note);
+        row.append(name, kindCell, inputCell, el("td", "wb-muted", slot.example || ""));
+        rowsBody.append(row);
+      }
+    }
+
+    return {
+      get mapping() { return mapping; },
+      replace: function (value) {
+        mapping = isObject(value) ? value : {};
+        save();
+      },
+      prune: prune,
+      buildRows: buildRows,
+    };
   }
 
   /* A media header as a box that names its link (or the placeholder still to map): the
@@ -377,8 +415,8 @@
     if (requested !== shownTemplate) {
       const first = shownTemplate === null;
       shownTemplate = requested;
-      if (!first || requested) prune(data.slots);
-      buildRows(data.slots);
+      if (!first || requested) main.prune(data.slots);
+      main.buildRows(data.slots, Boolean(template.value));
       if (!first) {
         schedule();
         return;
@@ -404,25 +442,33 @@
     box.hidden = !taps.length;
   }
 
-  function refresh() {
+  /* The audience and mapping part of a preview request. */
+  function previewQuery(templateId, mapping) {
     const query = new URLSearchParams();
-    const requested = template.value;
-    if (requested) query.set("template", requested);
+    if (templateId) query.set("template", templateId);
     for (const option of lists.selectedOptions) query.append("lists", option.value);
     if (segments) {
       for (const option of segments.selectedOptions) query.append("segments", option.value);
     }
     query.set("mapping", JSON.stringify(mapping));
-    const mine = ++asked;
-    samples.dataset.state = "loading";
-    fetch(form.dataset.previewUrl + "?" + query.toString(), {
+    return query;
+  }
+
+  function preview(query) {
+    return fetch(form.dataset.previewUrl + "?" + query.toString(), {
       credentials: "same-origin",
       headers: {Accept: "application/json"},
-    })
-      .then(function (response) {
-        if (!response.ok) throw new Error("HTTP " + response.status);
-        return response.json();
-      })
+    }).then(function (response) {
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.json();
+    });
+  }
+
+  function refresh() {
+    const requested = template.value;
+    const mine = ++asked;
+    samples.dataset.state = "loading";
+    preview(previewQuery(requested, main.mapping))
       .then(function (data) {
         if (mine !== asked) return;
         render(data, requested);
@@ -440,27 +486,129 @@
     timer = setTimeout(refresh, 150);
   }
 
+  /* The audience changed: every preview (the campaign's, each variant's) again. */
+  function scheduleAll() {
+    schedule();
+    for (const variant of variants) variant.schedule();
+  }
+
+  /* One A/B variant: its template, its mapping rows and the first sample's text. A new
+     variant starts from the campaign's own mapping (what its template shares with it). */
+  function variantRow(box) {
+    const select = box.querySelector("select.wb-variant-template");
+    const sample = box.querySelector(".wb-variant-sample");
+    const editor = mappingEditor(box.querySelector("tbody"), box.querySelector("input.wb-variant-mapping"), later);
+    let shown = null;
+    let wait = null;
+    let mine = 0;
+
+    function later() {
+      clearTimeout(wait);
+      wait = setTimeout(refresh, 150);
+    }
+
+    function refresh() {
+      const requested = select.value;
+      const ask = ++mine;
+      box.dataset.state = "loading";
+      if (!requested) {
+        shown = requested;
+        editor.buildRows([], false);
+        sample.hidden = true;
+        box.dataset.state = "ready";
+        return;
+      }
+      preview(previewQuery(requested, editor.mapping))
+        .then(function (data) {
+          if (ask !== mine) return;
+          if (requested !== shown) {
+            const first = shown === null;
+            shown = requested;
+            editor.prune(data.slots);
+            editor.buildRows(data.slots, true);
+            if (!first) {
+              later();
+              return;
+            }
+          }
+          const first = data.samples[0];
+          sample.hidden = !data.error && !first;
+          sample.className = "wb-variant-sample " + (data.error ? "wb-error" : "wb-muted");
+          sample.textContent = data.error ? "Not ready: " + data.error : "Preview: " + first.body;
+          box.dataset.state = "ready";
+          if (select.value !== requested) later();
+        })
+        .catch(function () {
+          if (ask !== mine) return;
+          sample.hidden = false;
+          sample.className = "wb-variant-sample wb-error";
+          sample.textContent = "The preview is unavailable.";
+          box.dataset.state = "error";
+        });
+    }
+
+    select.addEventListener("change", function () {
+      if (select.value && mappingEmpty(editor.mapping)) {
+        editor.replace(JSON.parse(JSON.stringify(main.mapping)));
+      }
+      if (!select.value) editor.replace({});
+      later();
+    });
+    return {select: select, schedule: later, refresh: refresh};
+  }
+
+  const variants = Array.from(form.querySelectorAll(".wb-variant")).map(variantRow);
+
+  /* The A/B settings and variants show only for a test (a share above 0). */
+  function abShown() {
+    const share = form.querySelector("#id_ab_test_percent");
+    const settings = document.getElementById("wb-ab-settings");
+    if (!share || !settings) return;
+    settings.hidden = !(parseFloat(share.value) > 0) && !settings.querySelector(".errors");
+  }
+
+  function addButton() {
+    const add = document.getElementById("wb-variant-add");
+    if (!add) return;
+    add.hidden = !form.querySelector(".wb-variant[hidden]");
+  }
+
   /* Only templates of the chosen number's WABA can be sent from it. */
   function filterTemplates() {
     const chosen = number.selectedOptions[0];
     const account = chosen ? chosen.dataset.account : undefined;
-    for (const option of template.options) {
-      if (!option.value) continue;
-      const other = Boolean(account) && option.dataset.account !== account;
-      option.hidden = other;
-      option.disabled = other;
+    for (const select of [template, ...variants.map(function (v) { return v.select; })]) {
+      for (const option of select.options) {
+        if (!option.value) continue;
+        const other = Boolean(account) && option.dataset.account !== account;
+        option.hidden = other;
+        option.disabled = other;
+      }
+      const current = select.selectedOptions[0];
+      if (current && current.disabled) select.value = "";
     }
-    const current = template.selectedOptions[0];
-    if (current && current.disabled) template.value = "";
   }
 
   number.addEventListener("change", function () {
     filterTemplates();
-    schedule();
+    scheduleAll();
   });
   template.addEventListener("change", schedule);
-  lists.addEventListener("change", schedule);
-  if (segments) segments.addEventListener("change", schedule);
+  lists.addEventListener("change", scheduleAll);
+  if (segments) segments.addEventListener("change", scheduleAll);
+  const share = form.querySelector("#id_ab_test_percent");
+  if (share) share.addEventListener("input", abShown);
+  const add = document.getElementById("wb-variant-add");
+  if (add) {
+    add.addEventListener("click", function () {
+      const next = form.querySelector(".wb-variant[hidden]");
+      if (next) next.hidden = false;
+      addButton();
+    });
+  }
   filterTemplates();
+  abShown();
+  addButton();
   refresh();
+  for (const variant of variants) variant.refresh();
 })();

@@ -3,18 +3,21 @@
 Registered by importing this module from ``campaigns.admin``. Pages:
 
 - ``add/`` and a draft's ``<id>/change/``: the campaign form; each template parameter is
-  mapped to a contact field or a constant, and ``preview/`` (JSON) renders the message for
-  a few contacts of the chosen lists after every change;
+  mapped to a contact field, a constant or the recipient's tracked link, and ``preview/``
+  (JSON) renders the message for a few contacts of the chosen lists after every change;
+  its tracked link, holdout and A/B test (the variants: ``campaign_variants``);
 - ``<id>/preflight/``: the pre-flight report and, for people allowed to launch, launch
   now or schedule;
 - the list: the action "Launch the selected drafts together" (one job, one commit: they
   start sending at the same moment);
 - a launched (or launching) campaign's ``<id>/change/``: the live page, polling
-  ``<id>/live.json``, with pause, resume, cancel, retry failed and ``<id>/export.csv``.
+  ``<id>/live.json``, with pause, resume, cancel, retry failed and ``<id>/export.csv``;
+- ``<id>/report/``: the report, its engagement and A/B test (``campaign_engagement``), and
+  ``<id>/ab-winner/`` (POST): the marketer's pick of the variant sent to the rest.
 
-Views parse, check permissions and call the services; no rule lives here. Launching and
-every lifecycle action need ``campaigns.launch_campaign``; the live data and the export
-need the view permission.
+Views parse, check permissions and call the services; no rule lives here. Launching, every
+lifecycle action and picking an A/B winner need ``campaigns.launch_campaign``; the live
+data, the report and the export need the view permission.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import (
     Http404,
@@ -50,6 +54,7 @@ from django.utils.formats import date_format
 from django.utils.html import format_html, format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
+from campaigns.catalogue.params import mapping_has_click
 from campaigns.catalogue.preview import (
     FIELD_SAMPLE,
     SAMPLE_CONTACTS,
@@ -58,23 +63,24 @@ from campaigns.catalogue.preview import (
     sample_contacts,
 )
 from campaigns.catalogue.sendable import template_unusable_reasons
-from campaigns.drafts import param_mapping_check_draft
+from campaigns.drafts import campaign_variants_set, param_mapping_check_draft
 from campaigns.models import (
     Campaign,
     CampaignStatus,
     Contact,
     ContactList,
     Template,
-    TemplateStatus,
 )
 from campaigns.state import LifecycleError, campaign_pause
 from campaigns.windows.zones import zone_valid
+from delivery.campaigns.ab_launch import variants_errors
+from delivery.campaigns.ab_tests import AbTestError, ab_winner_pick
 from delivery.campaigns.audience import audience_sample_ids
 from delivery.campaigns.exports import campaign_results_csv, campaign_results_filename
 from delivery.campaigns.follow_ups import (
-    FOLLOW_UPS,
     FollowUpError,
     campaign_follow_up,
+    campaign_follow_ups,
     follow_up_counts,
 )
 from delivery.campaigns.guard import GUARD_SETTINGS, guard_settings_update
@@ -104,8 +110,15 @@ from delivery.campaigns.progress import (
 )
 from delivery.campaigns.retry import campaign_retry_failed
 from webhooks.inbound import QuickReplyOptOut, quick_reply_opt_outs
+from whatsblast.admin.campaign_engagement import engagement_context
 from whatsblast.admin.campaign_live import POLL_SECONDS, campaign_live, campaign_live_forget
 from whatsblast.admin.campaign_replies import campaign_replies_context
+from whatsblast.admin.campaign_variants import (
+    AccountTaggedSelect,
+    TemplateChoiceField,
+    VariantRows,
+    approved_templates,
+)
 from whatsblast.admin.figures import (
     campaigns_figures,
     duration_text,
@@ -115,6 +128,7 @@ from whatsblast.admin.figures import (
 )
 from whatsblast.admin.tables import mapping_table
 from whatsblast.core.frequency import frequency_cap_parse
+from whatsblast.core.link_destinations import link_destination_errors
 
 LAUNCH_PERMISSION = "campaigns.launch_campaign"
 
@@ -123,30 +137,17 @@ def can_launch(request: HttpRequest) -> bool:
     return bool(request.user.has_perm(LAUNCH_PERMISSION))
 
 
-class AccountTaggedSelect(forms.Select):
-    """Options carry their WABA (``data-account``): the page offers only templates of the
-    chosen number's account."""
-
-    def create_option(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
-        option: dict[str, Any] = super().create_option(*args, **kwargs)
-        instance = getattr(option["value"], "instance", None)
-        if instance is not None:
-            option["attrs"]["data-account"] = instance.account_id
-        return option
-
-
-class TemplateChoiceField(forms.ModelChoiceField[Template]):
-    """Templates by name, each this version cannot send marked so with the reason."""
-
-    def label_from_instance(self, obj: Template) -> str:
-        reasons = template_unusable_reasons(obj)
-        if not reasons:
-            return str(obj)
-        return f"{obj} (not usable: {'; '.join(reasons)})"
-
-
 # The draft form's thresholds (the guard itself is switched off or on from the live page).
 DRAFT_GUARD_SETTINGS = tuple(name for name in GUARD_SETTINGS if name != "guard_enabled")
+# Engagement settings a form left empty take the model's default (as the guard's do).
+ENGAGEMENT_DEFAULTED = (
+    "holdout_percent",
+    "attribution_days",
+    "ab_test_percent",
+    "ab_metric",
+    "ab_decide_after_hours",
+    "ab_decide_min_sample",
+)
 
 
 class CampaignForm(forms.ModelForm[Campaign]):
@@ -184,6 +185,15 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "ambiguous_policy",
             "canary_size",
             *DRAFT_GUARD_SETTINGS,
+            "link_destination",
+            "link_utm",
+            "holdout_percent",
+            "attribution_days",
+            "ab_test_percent",
+            "ab_metric",
+            "ab_decide_after_hours",
+            "ab_decide_min_sample",
+            "ab_auto_winner",
         )
         field_classes = {"template": TemplateChoiceField}
         widgets = {
@@ -197,6 +207,11 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "param_mapping": forms.HiddenInput,
             "window_start": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
             "window_end": forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
+            "link_destination": forms.URLInput(
+                attrs={"size": 60, "placeholder": "https://shop.example.com/sale?city={{city}}"}
+            ),
+            "holdout_percent": forms.NumberInput(attrs={"step": "any", "min": 0, "max": 50}),
+            "ab_test_percent": forms.NumberInput(attrs={"step": "any", "min": 0, "max": 100}),
         }
         labels = {
             "canary_size": "Canary: recipients first",
@@ -218,6 +233,15 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "time_zone_attribute": "Contact field with a time zone",
             "max_attempts": "Tries per recipient",
             "ambiguous_policy": "If a send's outcome is unknown",
+            "link_destination": "Tracked link goes to",
+            "link_utm": "Add UTM parameters",
+            "holdout_percent": "Hold out (%)",
+            "attribution_days": "Count conversions for (days)",
+            "ab_test_percent": "Test on (%) of the audience",
+            "ab_metric": "The winner has the best",
+            "ab_decide_after_hours": "Decide after (hours)",
+            "ab_decide_min_sample": "And at least (sends per variant)",
+            "ab_auto_winner": "Send the winner to the rest automatically",
         }
         help_texts = {
             "lists": "Everyone on these lists or in the segments below is addressed once.",
@@ -247,14 +271,26 @@ class CampaignForm(forms.ModelForm[Campaign]):
             "ambiguous_policy": "Rarely, a send times out after leaving: we cannot know if "
             "Meta got it. Resend risks a duplicate message; Mark failed risks a recipient "
             "getting none.",
+            "link_destination": "Where a tracked link sends people; {{city}} puts in the "
+            "contact's field. Map a body parameter or a URL button to “Tracked link” to send "
+            "each recipient their own link.",
+            "link_utm": "utm_source=whatsapp, utm_medium=message, utm_campaign (this "
+            "campaign) and utm_content (the A/B variant), unless the link sets them.",
+            "holdout_percent": "This share of the audience is deliberately not sent, to "
+            "measure what the campaign changed (lift). 0 to 50; 0: no holdout.",
+            "attribution_days": "A conversion counts for this campaign when it comes within "
+            "this many days of the message (1 to 90).",
+            "ab_test_percent": "This share of the audience is split evenly between the "
+            "variants below; the rest waits for the winner. 0: no A/B test; 100: no rest.",
+            "ab_decide_after_hours": "Hours after the launch before a winner is decided.",
+            "ab_decide_min_sample": "Sends each variant needs before a winner is decided.",
+            "ab_auto_winner": "Off: you pick the winner on the campaign's report.",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         template_field = self.fields["template"]
-        template_field.queryset = Template.objects.filter(  # type: ignore[attr-defined]
-            status=TemplateStatus.APPROVED
-        ).order_by("name", "language")
+        template_field.queryset = approved_templates()  # type: ignore[attr-defined]
         template_field.help_text = "Only APPROVED templates can be sent."
         self.fields["lists"].queryset = ContactList.objects.order_by("name")  # type: ignore[attr-defined]
         self.fields["exclude_lists"].queryset = ContactList.objects.filter(  # type: ignore[attr-defined]
@@ -266,8 +302,10 @@ class CampaignForm(forms.ModelForm[Campaign]):
             f' "off" for none; blank: the site\'s ({site_cap or "no cap"}).'
         )
         self.fields["param_mapping"].required = False
-        for name in DRAFT_GUARD_SETTINGS:  # left empty: the model's default
+        for name in (*DRAFT_GUARD_SETTINGS, *ENGAGEMENT_DEFAULTED):  # empty: the default
             self.fields[name].required = False
+        self.variants = VariantRows(self.data if self.is_bound else None, self.instance)
+        self.variants_ok = True
         self.fields[
             "canary_size"
         ].help_text = (
@@ -287,6 +325,14 @@ class CampaignForm(forms.ModelForm[Campaign]):
             raise ValidationError(f"Unknown time zone {value!r}: use an IANA name such as UTC.")
         return zone
 
+    def clean_link_destination(self) -> str:
+        value = str(self.cleaned_data.get("link_destination") or "").strip()
+        if value:
+            errors = link_destination_errors(value)
+            if errors:
+                raise ValidationError(errors)
+        return value
+
     def clean_frequency_cap(self) -> str:
         value = str(self.cleaned_data.get("frequency_cap") or "").strip().lower()
         try:
@@ -301,7 +347,7 @@ class CampaignForm(forms.ModelForm[Campaign]):
             if not cleaned["lists"] and not cleaned["segments"]:
                 self.add_error("lists", "Choose at least one contact list or segment.")
         defaults = {f.name: f for f in Campaign._meta.fields}
-        for name in DRAFT_GUARD_SETTINGS:
+        for name in (*DRAFT_GUARD_SETTINGS, *ENGAGEMENT_DEFAULTED):
             if cleaned.get(name) in (None, ""):
                 cleaned[name] = defaults[name].get_default()
         template, number = cleaned.get("template"), cleaned.get("phone_number")
@@ -327,7 +373,55 @@ class CampaignForm(forms.ModelForm[Campaign]):
         percent = cleaned.get("canary_max_failure_percent")
         if percent is not None:
             self.instance.canary_max_failure_rate = percent / 100
+        self._variants_clean(cleaned)
+        self._tracked_link_clean(cleaned, mapping)
         return cleaned
+
+    def _variants_clean(self, cleaned: dict[str, Any]) -> None:
+        """The A/B test's rows, read only when there is a test: each row's own errors show
+        on the row; the test as a whole is checked once the campaign is built
+        (``full_clean``)."""
+        self.variants_ok = True
+        if not cleaned.get("ab_test_percent"):
+            return
+        self.variants_ok = self.variants.is_valid()
+        number = cleaned.get("phone_number")
+        if number is not None and self.variants_ok:
+            self.variants.account_check(number.account_id)
+            self.variants_ok = not any(row.errors for row in self.variants.forms)
+        if not self.variants_ok:
+            self.add_error("ab_test_percent", "A variant below needs correcting.")
+
+    def _tracked_link_clean(self, cleaned: dict[str, Any], mapping: Any) -> None:
+        """A tracked link mapped without a destination: saved, but still to do."""
+        if cleaned.get("link_destination") or self.has_error("link_destination"):
+            return
+        mappings = [mapping] + [m for _, m in self.variants_to_save(cleaned)]
+        if any(isinstance(m, dict) and _has_click(m) for m in mappings):
+            todo = "say where the tracked link goes (Tracked link goes to)"
+            self.still_to_map = f"{self.still_to_map}; {todo}" if self.still_to_map else todo
+
+    def full_clean(self) -> None:
+        """Then the A/B test as a whole, as the launch will check it, on the campaign as
+        the form built it (its number, its canary, its languages)."""
+        super().full_clean()
+        if not self.is_bound or not hasattr(self, "cleaned_data"):
+            return
+        if not self.cleaned_data.get("ab_test_percent") or not self.variants_ok:
+            return
+        if self.instance.phone_number_id is None:
+            return  # the number's own error says what to do
+        for error in variants_errors(self.instance, self.variants.chosen()):
+            self.add_error("ab_test_percent", error[:1].upper() + error[1:] + ".")
+
+    def variants_to_save(
+        self, cleaned: dict[str, Any] | None = None
+    ) -> list[tuple[Template, dict[str, Any]]]:
+        """The variants the draft keeps: the rows chosen, or none without an A/B test."""
+        cleaned = self.cleaned_data if cleaned is None else cleaned
+        if not cleaned.get("ab_test_percent") or not self.variants_ok:
+            return []
+        return self.variants.chosen()
 
 
 class GuardForm(forms.ModelForm[Campaign]):
@@ -359,6 +453,15 @@ class CampaignAdminForm(forms.ModelForm[Campaign]):
             "scheduled_at",
             "max_attempts",
             "ambiguous_policy",
+            "link_destination",
+            "link_utm",
+            "holdout_percent",
+            "attribution_days",
+            "ab_test_percent",
+            "ab_metric",
+            "ab_decide_after_hours",
+            "ab_decide_min_sample",
+            "ab_auto_winner",
         )
 
 
@@ -400,6 +503,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         "updated_at",
         "progress",
         "parameters",
+        "ab_variants",
     )
 
     def has_launch_permission(self, request: HttpRequest) -> bool:
@@ -454,6 +558,13 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
     @admin.display(description="parameters")
     def parameters(self, obj: Campaign) -> str:
         return mapping_table(obj.param_mapping or {})
+
+    @admin.display(description="A/B variants")
+    def ab_variants(self, obj: Campaign) -> str:
+        if not obj.pk or not obj.ab_test_percent:
+            return "No A/B test."
+        variants = obj.variants.select_related("template").order_by("position")
+        return format_html_join(" · ", "{}: {}", ((v.label, v.template) for v in variants))
 
     @admin.display(description="progress")
     def progress(self, obj: Campaign) -> str:
@@ -605,6 +716,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             path("<int:object_id>/report/", view(self.report_view), name=f"{name}_report"),
             path("<int:object_id>/replies/", view(self.replies_view), name=f"{name}_replies"),
             path("<int:object_id>/guard/", view(self.guard_view), name=f"{name}_guard"),
+            path("<int:object_id>/ab-winner/", view(self.ab_winner_view), name=f"{name}_ab_winner"),
             path(
                 "<int:object_id>/follow-up/",
                 view(self.follow_up_view),
@@ -667,10 +779,12 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
     def _form_view(self, request: HttpRequest, campaign: Campaign | None) -> HttpResponse:
         form = CampaignForm(request.POST or None, instance=campaign)
         if request.method == "POST" and form.is_valid():
-            saved = form.save(commit=False)
-            saved.status_reason = ""  # a refused launch's reason no longer applies
-            saved.save()
-            form.save_m2m()
+            with transaction.atomic():
+                saved = form.save(commit=False)
+                saved.status_reason = ""  # a refused launch's reason no longer applies
+                saved.save()
+                form.save_m2m()
+                campaign_variants_set(campaign=saved, variants=form.variants_to_save())
             if "_preflight" in request.POST:
                 return redirect("admin:campaigns_campaign_preflight", object_id=saved.pk)
             if form.still_to_map:
@@ -691,6 +805,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "preview_url": reverse("admin:campaigns_campaign_preview"),
             "media": self.media + form.media,
             "guard_fields": DRAFT_GUARD_SETTINGS,
+            "variant_rows": form.variants.rows(),
         }
         return TemplateResponse(request, "admin/campaigns/campaign/campaign_form.html", context)
 
@@ -932,6 +1047,31 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         )
         return redirect(self._change_url(draft))
 
+    # --- the A/B test's winner ---------------------------------------------------------------
+
+    def ab_winner_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        return require_POST(self._ab_winner)(request, object_id)
+
+    def _ab_winner(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """The marketer's pick: the posted ``position``'s variant goes to the rest."""
+        if not can_launch(request):
+            raise PermissionDenied
+        campaign = self._campaign(request, object_id)
+        position = _int(request.POST.get("position"))
+        try:
+            if position is None:
+                raise AbTestError("choose a variant")
+            ab_winner_pick(campaign=campaign, position=position)
+        except AbTestError as exc:
+            self.message_user(request, f"No winner sent: {exc}.", messages.ERROR)
+        else:
+            label = "ABCDE"[position] if 0 <= position < 5 else str(position)
+            text = f"Variant {label} is the winner: the rest of {campaign} is sent it."
+            self.log_change(request, campaign, text)
+            self.message_user(request, text, messages.SUCCESS)
+        campaign_live_forget(campaign_id=campaign.pk)
+        return redirect("admin:campaigns_campaign_report", object_id=campaign.pk)
+
     # --- the report ------------------------------------------------------------------------
 
     def report_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
@@ -963,6 +1103,9 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             duration = duration_text(finished - campaign.started_at)
         context = {
             **self.admin_site.each_context(request),
+            **engagement_context(
+                campaign=campaign, figures=figures, costs=costs, can_pick=can_launch(request)
+            ),
             "opts": self.opts,
             "title": f"Report: {campaign}",
             "campaign": campaign,
@@ -976,6 +1119,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             "routes": campaign_routes(campaign=campaign),
             "follow_ups": _follow_ups(campaign, request) if campaign.started_at else [],
             "follow_up_url": reverse("admin:campaigns_campaign_follow_up", args=[campaign.pk]),
+            "ab_winner_url": reverse("admin:campaigns_campaign_ab_winner", args=[campaign.pk]),
             "duration": duration,
             "messages_url": f"{messages_url}?campaign__id__exact={campaign.pk}",
             "export_url": reverse("admin:campaigns_campaign_export", args=[campaign.pk]),
@@ -1010,7 +1154,18 @@ def _follow_ups(campaign: Campaign, request: HttpRequest) -> list[dict[str, Any]
     if not request.user.has_perm("campaigns.add_campaign"):
         return []
     counts = follow_up_counts(campaign=campaign)
-    return [{"key": f.key, "label": f.label, "contacts": counts[f.key]} for f in FOLLOW_UPS]
+    return [
+        {"key": f.key, "label": f.label, "contacts": counts[f.key]}
+        for f in campaign_follow_ups(campaign)
+    ]
+
+
+def _has_click(mapping: dict[str, Any]) -> bool:
+    """Whether a mapping (a draft's may be half done or malformed) holds a tracked link."""
+    try:
+        return mapping_has_click(mapping)
+    except (AttributeError, TypeError):
+        return False
 
 
 def _int(value: Any) -> int | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from delivery.campaigns.progress import OUTCOME_LABELS, outcome_counts
 from delivery.campaigns.status_counts import campaigns_status_counts
+from delivery.engagement.columns import export_engagement_columns
 from webhooks.selectors import (
     campaign_replier_counts,
     message_opted_out_expression,
@@ -140,5 +141,10 @@ def figures_as_dicts(figures: dict[str, int]) -> list[dict[str, Any]]:
 
 
 def export_extra_columns() -> dict[str, Any]:
-    """The export's columns other apps know of: each recipient's replies and opt-out."""
-    return {"replies": message_replies_expression(), "opted_out": message_opted_out_expression()}
+    """The export's columns other apps know of: each recipient's replies and opt-out, then
+    their clicks and the conversions attributed to their message."""
+    return {
+        "replies": message_replies_expression(),
+        "opted_out": message_opted_out_expression(),
+        **export_engagement_columns(),
+    }
