@@ -190,6 +190,7 @@ ANALYTICS_METRICS = ("SENT", "DELIVERED", "READ", "CLICKED", "COST")
 MAX_ANALYTICS_TEMPLATES = 10  # Meta: template_ids, at most 10 a request
 ANALYTICS_LOOKBACK = timedelta(days=90)  # Meta keeps template analytics 90 days
 ANALYTICS_CACHE_SECONDS = 300
+ANALYTICS_FAILURE_CACHE_SECONDS = 60
 MM_PRODUCT_TYPE = "MARKETING_MESSAGES_API_FOR_WHATSAPP"
 _ANALYTICS_KEY = "wb:template-analytics:{campaign_id}"
 _MAX_PAGES = 50  # a runaway ``paging.next`` chain stops here
@@ -370,7 +371,9 @@ def campaign_templates(campaign: Campaign) -> list[Template]:
 def campaign_template_analytics(campaign: Campaign) -> CampaignTemplateAnalytics:
     """Meta's daily counts for the campaign's templates from its start (at most 90 days
     back) to now; cached in Redis for ``ANALYTICS_CACHE_SECONDS`` (a report opened again
-    reads no Graph), a failed read not cached.
+    reads no Graph); a failed read for ``ANALYTICS_FAILURE_CACHE_SECONDS``, so that while
+    the Graph API is down a report opened again answers at once, saying why, rather than
+    waiting out the client's timeout on every view.
 
     An account that sends marketing through the Marketing Messages API has those counted
     under their own product type: both are read and each template's day added up.
@@ -404,7 +407,9 @@ def campaign_template_analytics(campaign: Campaign) -> CampaignTemplateAnalytics
         ]
     except TemplateAnalyticsError as exc:
         logger.warning("template analytics of campaign %s not read: %s", campaign.pk, exc)
-        return CampaignTemplateAnalytics(templates=templates, error=str(exc))
+        failed = CampaignTemplateAnalytics(templates=templates, error=str(exc))
+        get_redis().set(key, _analytics_dumps(failed), ex=ANALYTICS_FAILURE_CACHE_SECONDS)
+        return failed
     result = CampaignTemplateAnalytics(_days_added(days), templates, "", now.isoformat())
     get_redis().set(key, _analytics_dumps(result), ex=ANALYTICS_CACHE_SECONDS)
     return result

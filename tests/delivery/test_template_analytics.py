@@ -24,6 +24,7 @@ from django.utils import timezone
 from campaigns.models import Campaign, PhoneNumber, Template
 from delivery.engagement.buttons import ButtonTaps, campaign_button_taps
 from delivery.graph_reads import (
+    ANALYTICS_FAILURE_CACHE_SECONDS,
     TemplateAnalyticsError,
     TemplateButtonClicks,
     _analytics_day,
@@ -207,6 +208,25 @@ def test_the_report_reads_the_campaign_templates_once_and_caches_them(
     tap = InboundMessage.objects.get(type="button")
     assert (tap.context_wamid, tap.campaign_id, tap.contact_id) == (wamid, campaign.pk, ana.pk)
     assert campaign_button_taps(campaign.pk) == [ButtonTaps("Tell me more", "Tell me more", 1, 1)]
+
+
+def test_a_failed_read_is_remembered_for_a_minute_not_asked_again_on_every_view(
+    sim: SimulatorServer, number: PhoneNumber
+) -> None:
+    offer = registered(sim, number, "offer")
+    campaign = make_campaign(
+        phone_number=number, template=offer, started_at=timezone.now() - timedelta(hours=1)
+    )
+    get_redis().delete(f"wb:template-analytics:{campaign.pk}")
+    PhoneNumber.objects.filter(pk=number.pk).update(access_token="wrong-token")
+    campaign.refresh_from_db()
+    first = campaign_template_analytics(campaign)
+    assert "190" in first.error
+    asked = sim.stats()["requests"]
+    assert campaign_template_analytics(campaign) == first
+    assert sim.stats()["requests"] == asked  # answered from the cache, no Graph call
+    ttl = get_redis().ttl(f"wb:template-analytics:{campaign.pk}")
+    assert 0 < ttl <= ANALYTICS_FAILURE_CACHE_SECONDS
 
 
 def test_a_campaign_not_started_or_without_meta_ids_reads_nothing(
