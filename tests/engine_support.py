@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -122,3 +123,12 @@ def simulator_calling(live_server: Any, app_secret: str, **config: Any) -> Any:
     return running_simulator(
         callback_url=f"{live_server.url}/webhooks/whatsapp", app_secret=app_secret, **config
     )
+
+
+def report_figure(html: str, table: str, key: str) -> str:
+    """The figure of row ``key`` in the report's table ``table`` (its first cell)."""
+    found = re.search(rf'<table[^>]*id="{table}".*?</table>', html, re.S)
+    assert found is not None, f"no table {table} on the report"
+    cell = re.search(rf'<tr data-figure="{key}"><th>[^<]*</th><td[^>]*>(.*?)</td>', found[0])
+    assert cell is not None, f"no row {key} in {table}"
+    return cell[1].strip()
