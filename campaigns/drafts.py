@@ -15,6 +15,7 @@ from django.db import transaction
 from campaigns.catalogue.numbers import phone_number_get
 from campaigns.catalogue.params import ParamMappingError, mapping_validate
 from campaigns.models import (
+    AbMetric,
     Campaign,
     CampaignStatus,
     CampaignVariant,
@@ -27,6 +28,7 @@ from campaigns.models import (
 from campaigns.windows.daily import SendWindow
 from campaigns.windows.zones import zone_valid
 from whatsblast.core.frequency import frequency_cap_parse
+from whatsblast.core.link_destinations import link_destination_errors
 
 # Templates a campaign can never send with; PENDING/PAUSED may still become usable.
 _UNUSABLE_TEMPLATE_STATUSES = (
@@ -138,6 +140,10 @@ def campaign_create(
     languages: bool = False,
     language_field: str = "language",
     language_fallback: str = "",
+    link_destination: str = "",
+    link_utm: bool = True,
+    holdout_percent: float = 0.0,
+    attribution_days: int = 7,
 ) -> Campaign:
     """Create a draft campaign from a number, one of its WABA's templates, and its audience:
     contact lists and segments, less the lists and segments it leaves out.
@@ -151,6 +157,10 @@ def campaign_create(
     ``window`` limits sends to a daily window in each recipient's local time (see
     campaigns.windows.zones for how the zone is found); ``time_zone`` is the zone for recipients
     whose number gives none, ``time_zone_attribute`` the contact attribute that overrides.
+
+    ``link_destination`` is where a tracked link sends people (``{{field}}`` fills in the
+    contact's), ``holdout_percent`` (0-50) the share deliberately not sent, to measure lift,
+    ``attribution_days`` (1-90) how long after a message a conversion counts for it.
     """
     if not name.strip():
         raise ValidationError("the campaign name must not be blank")
@@ -172,6 +182,11 @@ def campaign_create(
         raise ValidationError(str(exc)) from exc
     param_mapping = param_mapping or {"body": {}}
     param_mapping_validate(template=template, param_mapping=param_mapping)
+    engagement_check(
+        link_destination=link_destination,
+        holdout_percent=holdout_percent,
+        attribution_days=attribution_days,
+    )
     zone = zone_valid(time_zone) if time_zone.strip() else ""
     if zone is None:
         raise ValidationError(f"unknown time zone {time_zone!r}: use an IANA name such as UTC")
@@ -191,6 +206,10 @@ def campaign_create(
             languages=languages,
             language_field=language_field.strip(),
             language_fallback=language_fallback.strip(),
+            link_destination=link_destination.strip(),
+            link_utm=link_utm,
+            holdout_percent=holdout_percent,
+            attribution_days=attribution_days,
         )
         campaign.lists.set(lists)
         campaign.segments.set(segments)
@@ -199,8 +218,59 @@ def campaign_create(
     return campaign
 
 
+def engagement_check(
+    *, link_destination: str, holdout_percent: float, attribution_days: int
+) -> None:
+    """The tracked link's destination, the holdout and the attribution window, or a
+    ``ValidationError`` naming what is wrong."""
+    errors = link_destination_errors(link_destination.strip()) if link_destination.strip() else []
+    if not 0 <= holdout_percent <= MAX_HOLDOUT_PERCENT:
+        errors.append(f"the holdout is 0 to {MAX_HOLDOUT_PERCENT:g}% of the audience")
+    if not 1 <= attribution_days <= MAX_ATTRIBUTION_DAYS:
+        errors.append(f"the attribution window is 1 to {MAX_ATTRIBUTION_DAYS} days")
+    if errors:
+        raise ValidationError("; ".join(errors))
+
+
+MAX_HOLDOUT_PERCENT = 50.0
+MAX_ATTRIBUTION_DAYS = 90
 # An A/B test compares 2 to 5 variants (positions 0-4, shown as A-E).
 MAX_VARIANTS = 5
+
+
+def campaign_ab_test_set(
+    *,
+    campaign: Campaign,
+    variants: Sequence[tuple[Template, dict[str, Any]]],
+    share_percent: float,
+    metric: str,
+    decide_after_hours: float,
+    min_sample: int,
+    auto_winner: bool,
+) -> Campaign:
+    """Set a draft's A/B test: its variants (``campaign_variants_set``) and how the winner
+    is decided. A share of 0 and no variants removes the test."""
+    if not 0 <= share_percent <= 100:
+        raise ValidationError("the A/B test's share is 0 to 100% of the audience")
+    if metric not in AbMetric.values:
+        raise ValidationError(f"the winning metric is one of {', '.join(AbMetric.values)}")
+    if not 0 <= decide_after_hours <= 24 * 30:
+        raise ValidationError("decide after 0 to 720 hours")
+    if min_sample < 0:
+        raise ValidationError("the sample per variant is a whole number, 0 or more")
+    if share_percent and not 2 <= len(variants) <= MAX_VARIANTS:
+        raise ValidationError(f"an A/B test has 2 to {MAX_VARIANTS} variants")
+    with transaction.atomic():
+        campaign_variants_set(campaign=campaign, variants=variants if share_percent else [])
+        Campaign.objects.filter(pk=campaign.pk).update(
+            ab_test_percent=share_percent,
+            ab_metric=metric,
+            ab_decide_after_hours=decide_after_hours,
+            ab_decide_min_sample=min_sample,
+            ab_auto_winner=auto_winner,
+        )
+    campaign.refresh_from_db()
+    return campaign
 
 
 def campaign_variants_set(
@@ -248,6 +318,12 @@ def _language_for_many(number: PhoneNumber, name: str, fallback: str) -> str | N
     if fallback in approved:
         return fallback
     return approved[0] if approved else None
+
+
+def template_of_number(number: PhoneNumber, spec: str) -> Template:
+    """The template ``NAME`` or ``NAME:LANGUAGE`` of the number's account, sendable."""
+    name, _, language = spec.partition(":")
+    return _template_get(number=number, name=name.strip(), language=language.strip() or None)
 
 
 def _template_get(*, number: PhoneNumber, name: str, language: str | None) -> Template:

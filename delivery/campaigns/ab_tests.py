@@ -130,6 +130,38 @@ class AbSummary:
     decide_at: datetime | None
     ready: bool
 
+    def as_dict(self) -> dict[str, Any]:
+        """For JSON: the arms with their figures, the state and the decision."""
+        return {
+            "metric": self.metric,
+            "state": self.state,
+            "leader": "ABCDE"[self.leader] if self.leader is not None else None,
+            "winner": "ABCDE"[self.winner] if self.winner is not None else None,
+            "decided_at": self.decided_at.isoformat() if self.decided_at else None,
+            "decision": self.decision,
+            "held": self.held,
+            "decide_at": self.decide_at.isoformat() if self.decide_at else None,
+            "ready": self.ready,
+            "arms": [
+                {
+                    "variant": arm.label,
+                    "template": arm.template,
+                    "recipients": arm.recipients,
+                    "sent": arm.sent,
+                    "successes": arm.successes,
+                    "rate": round(arm.rate, 6),
+                    "interval": [round(arm.interval[0], 6), round(arm.interval[1], 6)],
+                    "probability_best": round(arm.probability_best, 4),
+                    "p_value_against_a": (
+                        round(arm.comparison.p_value, 6)
+                        if arm.comparison and arm.comparison.p_value is not None
+                        else None
+                    ),
+                }
+                for arm in self.arms
+            ],
+        }
+
 
 def ab_summary(campaign: Campaign, *, now: datetime | None = None) -> AbSummary | None:
     """The campaign's A/B test as it stands; ``None`` when it runs none."""

@@ -16,11 +16,23 @@ from django.core.management.base import CommandError, CommandParser
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from campaigns.drafts import campaign_create, param_mapping_from_specs
-from campaigns.models import Campaign
+from campaigns.drafts import (
+    campaign_ab_test_set,
+    campaign_create,
+    param_mapping_from_specs,
+    template_of_number,
+)
+from campaigns.models import AbMetric, Campaign
 from campaigns.state import LifecycleError, campaign_pause
 from campaigns.windows.daily import SendWindow
-from delivery.campaigns.follow_ups import FOLLOW_UPS, FollowUpError, campaign_follow_up
+from delivery.campaigns.ab_launch import variants_errors
+from delivery.campaigns.ab_tests import AbTestError, ab_summary, ab_winner_pick
+from delivery.campaigns.follow_ups import (
+    FOLLOW_UPS,
+    TAPPED_PREFIX,
+    FollowUpError,
+    campaign_follow_up,
+)
 from delivery.campaigns.launch import LaunchError, campaign_start
 from delivery.campaigns.lifecycle import campaign_cancel, campaign_resume
 from delivery.campaigns.progress import CampaignProgress, campaign_progress, held_for_quality_text
@@ -37,6 +49,9 @@ class Command(SubcommandCommand):
         "cancel": "Cancel a campaign; rows not yet sent become cancelled.",
         "status": "Message counts by status, send rate and ETA of a campaign.",
         "follow-up": "Create a draft to the contacts a campaign reached in a given way.",
+        "ab-test": "Set a draft's A/B test: its variants and how the winner is decided.",
+        "ab-status": "An A/B test's arms: sent, successes, rate, interval, chance to be best.",
+        "ab-pick": "Send variant A-E to the rest of the audience (the marketer's pick).",
     }
 
     # --- helpers shared by the subcommands -----------------------------------------------------
@@ -172,6 +187,32 @@ class Command(SubcommandCommand):
             help="contact attribute whose IANA zone overrides the number's (default timezone)",
         )
 
+        parser.add_argument(
+            "--link",
+            default="",
+            metavar="URL",
+            help="where a tracked link sends people ({{field}} puts in the contact's); map "
+            'a body param or URL button to it with --mapping \'{"buttons": {"0": '
+            '{"click": true}}}\'',
+        )
+        parser.add_argument(
+            "--no-utm", action="store_true", help="do not add UTM parameters to the link"
+        )
+        parser.add_argument(
+            "--holdout",
+            type=float,
+            default=0.0,
+            metavar="PERCENT",
+            help="share of the audience deliberately not sent, to measure lift (0-50)",
+        )
+        parser.add_argument(
+            "--attribution-days",
+            type=int,
+            default=7,
+            metavar="N",
+            help="a conversion counts within N days of the message (1-90, default 7)",
+        )
+
     def handle_create(self, options: dict[str, Any]) -> None:
         campaign = campaign_create(
             name=options["name"],
@@ -191,6 +232,10 @@ class Command(SubcommandCommand):
             languages=options["languages"],
             language_field=options["language_field"],
             language_fallback=options["language_fallback"],
+            link_destination=options["link"],
+            link_utm=not options["no_utm"],
+            holdout_percent=options["holdout"],
+            attribution_days=options["attribution_days"],
         )
         self.stdout.write(str(campaign.pk))
 
@@ -202,8 +247,9 @@ class Command(SubcommandCommand):
             "--with",
             dest="outcome",
             required=True,
-            choices=[f.key for f in FOLLOW_UPS],
-            help="; ".join(f"{f.key}: those who {f.label}" for f in FOLLOW_UPS),
+            metavar="OUTCOME",
+            help="; ".join(f"{f.key}: those who {f.label}" for f in FOLLOW_UPS)
+            + f"; {TAPPED_PREFIX}BUTTON: those who tapped that quick reply",
         )
 
     def handle_follow_up(self, options: dict[str, Any]) -> None:
@@ -212,6 +258,104 @@ class Command(SubcommandCommand):
         except FollowUpError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(str(draft.pk))
+
+    # --- A/B tests -----------------------------------------------------------------------------
+
+    def add_ab_test_arguments(self, parser: CommandParser) -> None:
+        self.add_campaign_id_argument(parser)
+        parser.add_argument(
+            "--variant",
+            dest="variants",
+            action="append",
+            default=[],
+            metavar="TEMPLATE[:LANGUAGE]",
+            help="a variant's template (repeat, 2 to 5; the first is A)",
+        )
+        parser.add_argument(
+            "--variant-mapping",
+            dest="variant_mappings",
+            action="append",
+            default=[],
+            metavar="JSON",
+            help="each variant's mapping, in the same order (default: the campaign's)",
+        )
+        parser.add_argument(
+            "--share", type=float, default=20.0, metavar="PERCENT", help="test share (20)"
+        )
+        parser.add_argument(
+            "--metric", default="read", choices=[m.value for m in AbMetric], help="(read)"
+        )
+        parser.add_argument("--decide-after", type=float, default=4.0, metavar="HOURS")
+        parser.add_argument("--min-sample", type=int, default=100, metavar="SENDS")
+        parser.add_argument(
+            "--manual", action="store_true", help="wait for ab-pick instead of sending the leader"
+        )
+
+    def handle_ab_test(self, options: dict[str, Any]) -> None:
+        campaign = self.campaign_get(options)
+        mappings = [_json_object(m, "--variant-mapping") for m in options["variant_mappings"]]
+        if mappings and len(mappings) != len(options["variants"]):
+            raise CommandError("give one --variant-mapping per --variant, or none")
+        variants = [
+            (
+                template_of_number(campaign.phone_number, spec),
+                mappings[i] if mappings else campaign.param_mapping,
+            )
+            for i, spec in enumerate(options["variants"])
+        ]
+        campaign = campaign_ab_test_set(
+            campaign=campaign,
+            variants=variants,
+            share_percent=options["share"] if variants else 0.0,
+            metric=options["metric"],
+            decide_after_hours=options["decide_after"],
+            min_sample=options["min_sample"],
+            auto_winner=not options["manual"],
+        )
+        errors = variants_errors(campaign, variants)
+        for error in errors:
+            self.stderr.write(f"the launch will refuse: {error}")
+        self.stdout.write(
+            f"{campaign.pk} A/B test on {campaign.ab_test_percent:g}%, {len(variants)} variants"
+        )
+
+    def add_ab_status_arguments(self, parser: CommandParser) -> None:
+        self.add_campaign_id_argument(parser)
+        parser.add_argument("--json", action="store_true", help="print a JSON object")
+
+    def handle_ab_status(self, options: dict[str, Any]) -> None:
+        summary = ab_summary(self.campaign_get(options))
+        if summary is None:
+            raise CommandError("the campaign runs no A/B test")
+        if options["json"]:
+            self.stdout.write(json.dumps(summary.as_dict(), indent=2))
+            return
+        self.stdout.write(f"{summary.state or 'draft'}: winning metric {summary.metric_label}")
+        for arm in summary.arms:
+            low, high = arm.interval
+            self.stdout.write(
+                f"{arm.label} {arm.template}: {arm.successes:,} of {arm.sent:,} sent "
+                f"({arm.rate:.1%}, 95% {low:.1%} to {high:.1%}), "
+                f"best {arm.probability_best:.1%}"
+            )
+        if summary.decision:
+            self.stdout.write(summary.decision)
+        if summary.held:
+            self.stdout.write(f"{summary.held:,} recipients wait for the winner")
+
+    def add_ab_pick_arguments(self, parser: CommandParser) -> None:
+        self.add_campaign_id_argument(parser)
+        parser.add_argument("variant", metavar="VARIANT", help="A to E")
+
+    def handle_ab_pick(self, options: dict[str, Any]) -> None:
+        label = options["variant"].strip().upper()
+        if len(label) != 1 or label not in "ABCDE":
+            raise CommandError("the variant is a letter, A to E")
+        try:
+            ab_winner_pick(campaign=self.campaign_get(options), position="ABCDE".index(label))
+        except AbTestError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"variant {label} goes to the rest")
 
     # --- start / pause / resume / cancel -------------------------------------------------------
 
@@ -317,10 +461,14 @@ def _mapping(options: dict[str, Any]) -> dict[str, Any]:
         )
     if options["params"] or options["header"] or options["buttons"]:
         raise CommandError("give --mapping or --param/--header/--button, not both")
+    return _json_object(options["mapping"], "--mapping")
+
+
+def _json_object(text: str, option: str) -> dict[str, Any]:
     try:
-        mapping = json.loads(options["mapping"])
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CommandError(f"--mapping is not JSON: {exc}") from exc
-    if not isinstance(mapping, dict):
-        raise CommandError("--mapping must be a JSON object")
-    return mapping
+        raise CommandError(f"{option} is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise CommandError(f"{option} must be a JSON object")
+    return value
