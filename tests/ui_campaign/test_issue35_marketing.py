@@ -167,6 +167,16 @@ def test_held_rows_read_held_until_the_canary_passes_never_the_sentinel(mia: Cli
         assert "9999-01-01" not in html and "Jan. 1, 9999" not in html
 
 
+def test_a_row_held_for_an_ab_winner_says_so(mia: Client) -> None:
+    campaign = make_campaign(status=CampaignStatus.RUNNING, ab_test_percent=20)
+    held = make_message(campaign=campaign, status="pending", next_attempt_at=HOLD_AT)
+    listing = mia.get(f"/admin/delivery/message/?campaign__id__exact={campaign.pk}")
+    detail = mia.get(f"/admin/delivery/message/{held.pk}/change/")
+    for html in (listing.content.decode(), detail.content.decode()):
+        assert "held until the A/B test&#x27;s winner" in html
+        assert "held until the canary passes" not in html
+
+
 # --- 4. the pre-flight's reach ---------------------------------------------------------------
 
 

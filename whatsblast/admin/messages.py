@@ -63,13 +63,14 @@ def messages_to_phones(phones: list[str]) -> Q:
     return Q(contact_id__in=contact_ids) | Q(api_key__isnull=False, to__in=phones)
 
 
-def next_attempt_text(at: datetime | None) -> str:
-    """When the row is next tried, in words for a row the canary holds (its date is a
-    sentinel no claim reaches, never a real time)."""
+def next_attempt_text(at: datetime | None, *, ab_test: bool = False) -> str:
+    """When the row is next tried, in words for a row held back (its date is a sentinel no
+    claim reaches, never a real time): by a canary, or, in a campaign with an A/B test
+    (``ab_test``), until the winner is decided."""
     if at is None:
         return "-"
     if held_for_canary(at):
-        return "held until the canary passes"
+        return "held until the A/B test's winner" if ab_test else "held until the canary passes"
     return date_format(timezone.localtime(at), "Y-m-d H:i:s T")
 
 
@@ -124,7 +125,8 @@ class MessageAdmin(FailedRequeueActions, LargeTableAdmin):
 
     @admin.display(description="next attempt", ordering="next_attempt_at")
     def next_attempt(self, obj: Message) -> str:
-        return next_attempt_text(obj.next_attempt_at)
+        ab_test = obj.campaign is not None and bool(obj.campaign.ab_test_percent)
+        return next_attempt_text(obj.next_attempt_at, ab_test=ab_test)
 
     @admin.display(description="replies")
     def replies(self, obj: Message) -> str:
