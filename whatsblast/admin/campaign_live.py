@@ -22,7 +22,7 @@ import redis
 from django.db import connection, transaction
 from django.utils import timezone
 
-from campaigns.models import Campaign, CampaignStatus, CanaryState
+from campaigns.models import AbState, Campaign, CampaignStatus, CanaryState
 from campaigns.windows.campaign import campaign_window
 from delivery.campaigns.canary import canary_tally
 from delivery.campaigns.guard import guard_summary
@@ -224,6 +224,11 @@ def _eta(
         return None
     if campaign.canary_state == CanaryState.TESTING:
         return {"seconds": None, "at": None, "basis": "after the canary"}
+    if campaign.ab_state in (AbState.TESTING, AbState.WAITING_PICK) and (
+        campaign.ab_test_percent < 100
+    ):
+        # The rest waits for the winner: no rate can say when that is.
+        return {"seconds": None, "at": None, "basis": "after the A/B test's winner"}
     if campaign_window(campaign) is not None:
         finishes = campaign_window_eta(campaign=campaign, now=now).finishes_at
         if finishes is None:
