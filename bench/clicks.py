@@ -1,26 +1,33 @@
 """Clicks/s the tracked-link endpoint stores and redirects, against webhook POSTs/s, in one run.
 
 One web process, started as deploy/ runs it (``gunicorn -c deploy/gunicorn.conf.py
-whatsblast.asgi``, production settings: DEBUG off, the group commits), is loaded twice with
-wrk at the same concurrency for the same time:
+whatsblast.asgi``, production settings: DEBUG off, the group commits, the same admission
+limit for both), is loaded with wrk, alternately with:
 
-1. webhook POSTs: one delivered status per POST, each body distinct and signed as Meta
-   signs (bench/webhook_ingest.py makes them), as bench/webhook_ingest.py measures;
-2. clicks: ``GET /c/<token>`` from a phone's browser User-Agent, cycling over the tokens of
-   ``--messages`` messages of one campaign (its destination names a contact field and adds
-   UTM parameters, so every answer reads the campaign and the contact).
+- webhook POSTs: one delivered status per POST, each body distinct and signed as Meta
+  signs (bench/webhook_ingest.py makes them), as bench/webhook_ingest.py measures;
+- clicks: ``GET /c/<token>`` from a phone's browser User-Agent, cycling over the tokens of
+  ``--messages`` messages of one campaign (its destination names a contact field and adds
+  UTM parameters, so every answer reads the campaign and the contact).
 
-Each phase is warmed for ``--warmup`` seconds first (not counted). Then an exact check:
-``--exact`` clicks, each awaited, so that the 302s seen and the rows stored can be compared
-one for one (wrk's timed phase abandons a request per connection at its deadline, stored
-but not counted by it). Prints one JSON object: both rates, clicks over POSTs, the clicks'
-latency p50/p90/p99/max (wrk's, over every request), the 302s answered against the click
-rows stored (equal in the exact check, or the run fails), statuses, errors, wall-clock
-times. The run's campaign, contacts, messages, clicks and events are deleted afterwards.
-Needs wrk (Debian's package).
+Both kinds get the same phases: ``--rounds`` rounds of one phase each, in the order A B,
+B A, A B, ... (so neither always runs first, on a warmer or a more loaded machine), each
+phase ``--seconds`` long at ``--connections``, warmed for ``--warmup`` seconds first (not
+counted), against the same server. Then an exact check: ``--exact`` clicks, each awaited,
+so that the 302s seen and the rows stored can be compared one for one (wrk's timed phase
+abandons a request per connection at its deadline, stored but not counted by it).
+
+Prints one JSON object: each kind's rate over all its phases (answers / seconds) and per
+round, clicks over POSTs (overall and per round), each kind's worst latency over its phases
+(wrk's p50/p90/p99/max, over every request), the answers against the rows stored, statuses
+and errors, the issue's targets (clicks >= POSTs, click p99 < 50 ms, every answered click
+stored), the machine (CPUs, load average before and after: the box is shared) and the
+wall-clock time of every step. Fails if a 302 was answered for a click not stored. The
+run's campaign, contacts, messages, clicks and events are deleted afterwards. Needs wrk
+(Debian's package).
 
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/clicks.py \\
-        [--seconds 10] [--connections 48] [--workers 3] [--messages 10000]
+        [--rounds 2] [--seconds 10] [--connections 48] [--workers 3] [--messages 10000]
 """
 
 from __future__ import annotations
@@ -128,13 +135,14 @@ def campaign_create(run: str, messages: int) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2, help="phases of each kind")
+    parser.add_argument("--seconds", type=int, default=10, help="length of every phase")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--connections", type=int, default=48)
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--wrk-processes", type=int, default=1)
-    parser.add_argument("--max-pending", type=int, default=500)
+    parser.add_argument("--max-pending", type=int, default=500, help="both admission limits")
     parser.add_argument("--messages", type=int, default=10_000)
     parser.add_argument("--exact", type=int, default=3000, help="clicks of the exact check")
     args = parser.parse_args()
@@ -152,6 +160,7 @@ def main() -> None:
     from whatsblast.core.processes import free_port, wait_for_http
 
     run_started = time.monotonic()
+    load_before = os.getloadavg()
     run = str(int(time.time()))
     with connection.cursor() as cursor:
         for table in ("webhooks_webhookevent", "delivery_click", "delivery_message"):
@@ -163,19 +172,33 @@ def main() -> None:
         for table in ("delivery_message", "campaigns_contact", "campaigns_campaign"):
             cursor.execute(f"ANALYZE {table}")
     directory = Path(tempfile.mkdtemp(prefix="wb-clicks-"))
-    posts_file, warm_posts_file = directory / "posts.txt", directory / "warm-posts.txt"
-    # Enough distinct bodies that none repeats (a repeat is a duplicate, stored once), and
-    # the warm-up's numbered apart from the measured phase's.
+    # Every POST phase and its warm-up get bodies of their own, numbered apart: wrk starts
+    # each run at the top of its file, and a body sent again is a duplicate, stored once.
     measured = max(50_000, 15_000 * args.seconds)
-    prepare(posts_file, measured)
-    prepare(warm_posts_file, max(10_000, 15_000 * args.warmup), first=measured)
+    warm = max(10_000, 15_000 * args.warmup)
+    post_files = []
+    for index in range(args.rounds):
+        posts_file, warm_file = directory / f"posts-{index}.txt", directory / f"warm-{index}.txt"
+        prepare(posts_file, measured, first=index * (measured + warm))
+        prepare(warm_file, warm, first=index * (measured + warm) + measured)
+        post_files.append((posts_file, warm_file))
     clicks_file = directory / "clicks.txt"
     ids = list(campaign.messages.order_by("id").values_list("id", flat=True))
     clicks_file.write_text("".join(f"- /c/{click_token(i)}\n" for i in ids))
     prepared_s = time.monotonic() - run_started
 
+    def click_rows() -> int:
+        return Click.objects.filter(campaign=campaign).count()
+
+    def event_rows() -> int:
+        return WebhookEvent.objects.filter(id__gt=first_event).count()
+
     port = free_port()
-    env = {**server_env(args, port), "CLICK_FALLBACK_URL": "https://fallback.example.org/"}
+    env = {
+        **server_env(args, port),
+        "CLICK_FALLBACK_URL": "https://fallback.example.org/",
+        "CLICK_MAX_PENDING": str(args.max_pending),  # as WEBHOOK_MAX_PENDING
+    }
     web = subprocess.Popen(  # noqa: S603 - our own web process
         [
             str(ROOT / ".venv" / "bin" / "gunicorn"),
@@ -184,39 +207,35 @@ def main() -> None:
         cwd=ROOT, env=env, stderr=(directory / "web.log").open("wb"),
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+    phases: dict[str, list[dict[str, Any]]] = {"webhook_posts": [], "clicks": []}
     try:
         wait_for_http(f"{url}/healthz")
-        phases: dict[str, Any] = {}
-        for name, path, requests_file, warm_file, gets in (
-            ("webhook_posts", WEBHOOK_PATH, posts_file, warm_posts_file, False),
-            ("clicks", "/c/", clicks_file, clicks_file, True),
-        ):
-            started = time.monotonic()
-            if args.warmup:
-                wrk_phase(url, path, warm_file, args, seconds=args.warmup, gets=gets)
-            time.sleep(0.5)  # the warm-up's last commits
-            rows_before = (
-                Click.objects.filter(campaign=campaign).count()
-                if gets
-                else WebhookEvent.objects.filter(id__gt=first_event).count()
-            )
-            result = wrk_phase(url, path, requests_file, args, seconds=args.seconds, gets=gets)
-            time.sleep(0.5)
-            rows_after = (
-                Click.objects.filter(campaign=campaign).count()
-                if gets
-                else WebhookEvent.objects.filter(id__gt=first_event).count()
-            )
-            result["rows_stored"] = rows_after - rows_before
-            result["wall_s"] = round(time.monotonic() - started, 2)
-            phases[name] = result
+        for index in range(args.rounds):
+            posts_file, warm_file = post_files[index]
+            kinds = [
+                ("webhook_posts", WEBHOOK_PATH, posts_file, warm_file, False, event_rows),
+                ("clicks", "/c/", clicks_file, clicks_file, True, click_rows),
+            ]
+            order = kinds if index % 2 == 0 else kinds[::-1]  # A B, then B A, ...
+            for name, path, requests_file, warm_up_file, gets, rows in order:
+                started = time.monotonic()
+                if args.warmup:
+                    wrk_phase(url, path, warm_up_file, args, seconds=args.warmup, gets=gets)
+                time.sleep(0.5)  # the warm-up's last commits
+                rows_before = rows()
+                result = wrk_phase(url, path, requests_file, args, seconds=args.seconds, gets=gets)
+                time.sleep(0.5)
+                result["rows_stored"] = rows() - rows_before
+                result["round"] = index
+                result["wall_s"] = round(time.monotonic() - started, 2)
+                phases[name].append(result)
         check = requests_check(url, click_token(ids[0]))
-        before = Click.objects.filter(campaign=campaign).count()
+        before = click_rows()
         exact_started = time.monotonic()
         exact = asyncio.run(
             clicks_exact(url, [click_token(i) for i in ids[: args.exact]], args.connections)
         )
-        exact["rows_stored"] = Click.objects.filter(campaign=campaign).count() - before
+        exact["rows_stored"] = click_rows() - before
         exact["wall_s"] = round(time.monotonic() - exact_started, 2)
     finally:
         web.terminate()
@@ -230,48 +249,90 @@ def main() -> None:
             field = "id" if model is BusinessAccount else "account_id"
             model.objects.filter(**{field: account.id}).delete()
         shutil.rmtree(directory, ignore_errors=True)
-    posts, clicks = phases["webhook_posts"], phases["clicks"]
-    answered_302 = clicks["statuses"].get("302", 0)
-    posts_rate = posts["statuses"].get("200", 0) / posts["seconds"]
-    clicks_rate = answered_302 / clicks["seconds"]
+    posts = summary(phases["webhook_posts"], "200", args.connections)
+    clicks = summary(phases["clicks"], "302", args.connections)
+    ratio = clicks["per_s"] / posts["per_s"] if posts["per_s"] else 0.0
+    stored_ok = clicks["stored_matches_answers"] and (
+        exact["answered_302"] == exact["rows_stored"] == exact["sent"]
+    )
     report = {
         "scenario": "clicks_vs_webhooks",
         "workers": args.workers,
         "connections": args.connections,
-        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "seconds_per_phase": args.seconds,
         "messages": args.messages,
-        "webhook_posts_per_s": round(posts_rate),
-        "clicks_per_s": round(clicks_rate),
-        "clicks_over_posts": round(clicks_rate / posts_rate, 2) if posts_rate else None,
-        "click_latency_ms": {k: clicks[k] for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms")},
-        "webhook_latency_ms": {k: posts[k] for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms")},
-        "clicks_answered_302": answered_302,
-        "click_rows_stored": clicks["rows_stored"],
-        # wrk stops at its deadline with a request in flight on each connection: the server
-        # stores and answers those, wrk no longer counts them. So the timed phase may store
-        # up to `connections` more rows than it saw 302s, never fewer.
-        "clicks_abandoned_by_wrk_at_stop": clicks["rows_stored"] - answered_302,
+        "webhook_posts_per_s": round(posts["per_s"]),
+        "clicks_per_s": round(clicks["per_s"]),
+        "clicks_over_posts": round(ratio, 2),
+        "clicks_over_posts_by_round": [
+            round(c / p, 2) if p else None
+            for c, p in zip(clicks["per_s_by_round"], posts["per_s_by_round"], strict=True)
+        ],
+        "click_latency_ms": clicks["latency_ms"],
+        "webhook_latency_ms": posts["latency_ms"],
+        "targets": {
+            "clicks_at_least_posts": ratio >= 1.0,
+            "click_p99_under_50_ms": clicks["latency_ms"]["p99_ms"] < 50,
+            "every_answered_click_stored": stored_ok,
+        },
+        "clicks": clicks,
+        "webhook_posts": posts,
         "exact_check": exact,
-        "webhook_answered_200": posts["statuses"].get("200", 0),
-        "webhook_rows_stored": posts["rows_stored"],
-        "click_statuses": clicks["statuses"],
-        "webhook_statuses": posts["statuses"],
-        "click_errors": clicks["errors"],
-        "webhook_errors": posts["errors"],
         "sample_redirect": check,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        },
         "wall_clock_s": {
             "prepare": round(prepared_s, 2),
-            "webhook_phase": posts["wall_s"],
-            "click_phase": clicks["wall_s"],
+            "webhook_phases": [p["wall_s"] for p in phases["webhook_posts"]],
+            "click_phases": [p["wall_s"] for p in phases["clicks"]],
+            "exact_check": exact["wall_s"],
             "cleanup": round(time.monotonic() - cleanup_started, 2),
             "total": round(time.monotonic() - run_started, 2),
         },
     }
     print(json.dumps(report))
-    if not 0 <= clicks["rows_stored"] - answered_302 <= args.connections:
+    if not clicks["stored_matches_answers"]:
         raise SystemExit("a 302 was answered for a click that is not stored")
     if exact["answered_302"] != exact["rows_stored"] or exact["answered_302"] != exact["sent"]:
         raise SystemExit("clicks answered 302 and click rows stored differ")
+
+
+def summary(runs: list[dict[str, Any]], ok: str, connections: int) -> dict[str, Any]:
+    """One kind's phases together: its rate over all of them, per round, the worst latency
+    of any phase, answers against rows stored."""
+    answered = [run["statuses"].get(ok, 0) for run in runs]
+    seconds = sum(run["seconds"] for run in runs)
+    stored = [run["rows_stored"] for run in runs]
+    return {
+        "per_s": round(sum(answered) / seconds, 1) if seconds else 0.0,
+        "per_s_by_round": [
+            round(n / run["seconds"]) if run["seconds"] else 0
+            for n, run in zip(answered, runs, strict=True)
+        ],
+        "latency_ms": {
+            key: max(run[key] for run in runs) for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms")
+        },
+        "latency_ms_by_round": [
+            {key: run[key] for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms")} for run in runs
+        ],
+        "answered": sum(answered),
+        "rows_stored": sum(stored),
+        # wrk stops at its deadline with a request in flight on each connection: the server
+        # stores and answers those, wrk no longer counts them. So a phase may store up to
+        # `connections` more rows than it saw answers, never fewer.
+        "stored_matches_answers": all(
+            0 <= rows - n <= connections for rows, n in zip(stored, answered, strict=True)
+        ),
+        "abandoned_by_wrk_at_stop": [rows - n for rows, n in zip(stored, answered, strict=True)],
+        "seconds": round(seconds, 2),
+        "statuses": [run["statuses"] for run in runs],
+        "errors": [run["errors"] for run in runs],
+        "wrapped": sum(run["wrapped"] for run in runs),
+    }
 
 
 async def clicks_exact(url: str, tokens: list[str], connections: int) -> dict[str, Any]:

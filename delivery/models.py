@@ -438,10 +438,28 @@ class ApiKey(models.Model):
 class Click(models.Model):
     """A tap on a tracked link (delivery.engagement.clicks): stored before the redirect is
     answered. A link-preview fetcher's request is kept but marked, so people are counted
-    apart from machines."""
+    apart from machines.
+
+    The three relations have no foreign-key constraint in the database (``db_constraint``
+    off). A constraint's check locks the row it points to (``SELECT … FOR KEY SHARE``) for
+    every click inserted: the message, the contact and the campaign, one row that every
+    click of a campaign locks, from each committer's transaction at once. Measured with the
+    click batch statement alone (8 clicks a batch, 6 connections): 48 µs of PostgreSQL CPU
+    per click with the constraints, 36 µs without. What they guarded is kept otherwise:
+    the statement takes the three ids from the message row it reads in the same snapshot,
+    and rows are deleted only through the ORM, whose ``on_delete`` (CASCADE, SET_NULL) is
+    Django's own and needs no constraint. Only a message, contact or campaign deleted while
+    a batch naming it commits can leave a click with an id that is gone (the readers join
+    the message with a LEFT JOIN: such a click counts as if its message were still there).
+    """
 
     message = models.ForeignKey(
-        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="clicks"
+        Message,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="clicks",
+        db_constraint=False,
     )
     campaign = models.ForeignKey(
         "campaigns.Campaign",
@@ -450,9 +468,15 @@ class Click(models.Model):
         on_delete=models.CASCADE,
         related_name="clicks",
         db_index=False,
+        db_constraint=False,
     )
     contact = models.ForeignKey(
-        "campaigns.Contact", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        "campaigns.Contact",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
     )
     clicked_at = models.DateTimeField()
     is_preview = models.BooleanField(default=False)

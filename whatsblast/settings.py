@@ -198,6 +198,20 @@ CLICK_BASE_URL = env_str("CLICK_BASE_URL", "").rstrip("/")
 CLICK_FALLBACK_URL = env_str("CLICK_FALLBACK_URL", "https://www.whatsapp.com/")
 # How long after its message was created a token still redirects to its destination.
 CLICK_TOKEN_DAYS = env_int("CLICK_TOKEN_DAYS", 90, minimum=1, maximum=3650)
+# Click store (delivery/engagement/clicks.py): each click is committed before its redirect,
+# concurrent clicks of a web process by one statement. At most CLICK_MAX_PENDING clicks wait
+# per process (past it: 503 at once), each at most CLICK_STORE_TIMEOUT_S, else 503 with
+# Retry-After: CLICK_RETRY_AFTER_S ("try again": the destination is read with the click).
+CLICK_MAX_PENDING = env_int("CLICK_MAX_PENDING", 2000, minimum=1)
+CLICK_STORE_TIMEOUT_S = env_float("CLICK_STORE_TIMEOUT_S", 3.0, minimum=0.1, maximum=60)
+CLICK_RETRY_AFTER_S = env_int("CLICK_RETRY_AFTER_S", 2, minimum=1)
+# Committer threads per web process, each with its own connection (as WEBHOOK_COMMITTERS).
+CLICK_COMMITTERS = env_int("CLICK_COMMITTERS", 2, minimum=1, maximum=8)
+# The committers prepare their statement once per connection (planning it cost PostgreSQL
+# more than running it for a small batch). Turn off behind a pooler in transaction mode that
+# does not keep prepared statements: PgBouncer before 1.21, or 1.21-1.23 without
+# max_prepared_statements (on by default since 1.24).
+CLICK_PREPARED_STATEMENTS = env_bool("CLICK_PREPARED_STATEMENTS", True)
 # Conversions in one API request or upload batch.
 CONVERSIONS_MAX_BATCH = env_int("CONVERSIONS_MAX_BATCH", 1000, minimum=1, maximum=10_000)
 # Largest POST /api/v1/conversions body: a full batch of 1,000 is ~150-250 KiB of JSON.

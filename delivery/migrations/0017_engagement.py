@@ -24,9 +24,11 @@ class Migration(migrations.Migration):
                 ('clicked_at', models.DateTimeField()),
                 ('is_preview', models.BooleanField(default=False)),
                 ('user_agent', models.CharField(blank=True, max_length=300)),
-                ('campaign', models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='clicks', to='campaigns.campaign')),
-                ('contact', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='campaigns.contact')),
-                ('message', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='clicks', to='delivery.message')),
+                # No foreign-key constraints: each would lock the row it points to for every
+                # click inserted (delivery/models.py, Click). on_delete stays Django's.
+                ('campaign', models.ForeignKey(blank=True, db_constraint=False, db_index=False, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='clicks', to='campaigns.campaign')),
+                ('contact', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='campaigns.contact')),
+                ('message', models.ForeignKey(blank=True, db_constraint=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='clicks', to='delivery.message')),
             ],
             options={
                 'indexes': [models.Index(fields=['campaign', 'message'], name='click_campaign_message_idx')],

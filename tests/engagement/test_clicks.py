@@ -3,12 +3,17 @@
 Against the real PostgreSQL and Redis: a click through the Django view (inline inside the
 test's transaction, and grouped by the real committer threads in autocommit), through the
 ASGI application on a real event loop, and through gunicorn over real HTTP. The database
-"going away" is real too: the committer's session is terminated by the server.
+"going away" is real too: the committer's session is terminated by the server; a slow one
+is a lock another session holds on the clicks table.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -19,26 +24,31 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import redis
 import requests
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.utils import timezone
 
 from campaigns.models import Campaign
+from delivery.engagement import clicks as clicks_module
 from delivery.engagement.clicks import (
     CLICKS_KEY,
     ClickCounts,
+    Target,
     campaign_clicks,
     campaign_clicks_by_variant,
     committer,
     committer_stop,
     is_preview_fetch,
+    location_of,
     message_click_counts,
 )
 from delivery.models import Click, Message
 from tests.factories import make_campaign, make_contact, make_message
+from tests.observability.support import scrape
 from tests.observability.test_deploy import production_env, web_process
 from tests.webhooks.test_asgi import request
 from whatsblast.core.click_tokens import click_token
+from whatsblast.core.link_destinations import destination_url
 from whatsblast.core.processes import service_environment
 
 FALLBACK = "https://fallback.example.org/"
@@ -396,3 +406,265 @@ def test_gunicorn_answers_clicks_over_http_from_its_event_loop(
     assert head.status_code == 302 and head.headers["Location"] == got.headers["Location"]
     assert (forged.status_code, forged.headers["Location"]) == (302, FALLBACK)
     assert campaign_clicks(campaign.id) == ClickCounts(total=1, unique=1, previews=1)
+
+
+# --- the redirect, cut once per campaign arm ------------------------------------------------
+
+CUT_DESTINATIONS = [
+    "https://shop.example.com/sale/{{city}}?who={{name}}",
+    "https://shop.example.com/{{city}}/{{city}}/x?a={{tier}}&b=1#top-{{name}}",
+    "https://shop.example.com/p?utm_source=sms&c={{city}}",  # a UTM key of its own
+    "https://shop.example.com/p?q=%2F{{name}}%20&=x",  # escapes, a key-less pair
+    "https://café.example/ü/{{name}}?x=ä",  # IDNA host, non-ASCII text
+    "https://shop.example.com:8443/{{missing}}",  # a field the contact lacks
+    "http://shop.example.com",  # no field at all
+]
+# Where a value decides the URL's shape, filled click by click: always (True), or only with
+# UTM parameters (False), where a query key made of a field could name one.
+UNCUT_DESTINATIONS = {
+    "https://shop.example.com/p?{{name}}": True,  # the whole query
+    "https://shop.example.com/p#{{name}}": True,  # the whole fragment
+    "https://shop.example.com/p?{{name}}=1&x=2": False,  # a query key
+    "https://shop.example.com/p?utm_{{tier}}=1": False,  # part of one
+}
+VALUES = ["", "Zoë & Co", "a b/c?d=e&f#g;h+i%2F", "utm_source", "São Paulo/Centro", "%", "x" * 300]
+
+
+@pytest.mark.parametrize("destination", [*CUT_DESTINATIONS, *UNCUT_DESTINATIONS])
+@pytest.mark.parametrize("utm", [True, False])
+@pytest.mark.parametrize(("campaign_name", "variant"), [("Black Friday!", 1), ("セール", None)])
+def test_a_redirect_is_exactly_what_destination_url_makes_for_any_value(
+    destination: str, utm: bool, campaign_name: str, variant: int | None
+) -> None:
+    label = None if variant is None else "ABCDE"[variant]
+    for value in VALUES:
+        fields = {"name": value, "city": value[::-1], "tier": value.upper(), "phone": "+4915"}
+        target = Target(destination, utm, campaign_name, variant, fields)
+        expected = destination_url(
+            destination,
+            contact_fields=fields,
+            campaign_name=campaign_name,
+            variant_label=label,
+            utm=utm,
+        )
+        assert location_of(target) == expected, value
+        assert expected.isascii()
+    redirect = clicks_module._redirect(
+        destination, utm=utm, campaign_name=campaign_name, variant_label=label
+    )
+    assert redirect is not None
+    cut = destination in CUT_DESTINATIONS or not (UNCUT_DESTINATIONS[destination] or utm)
+    assert (redirect.pieces is not None) is cut
+
+
+def test_an_invalid_destination_goes_to_the_fallback_whatever_the_click(settings: Any) -> None:
+    settings.CLICK_FALLBACK_URL = FALLBACK
+    for destination in (
+        "",
+        "javascript:alert(1)",
+        "https://{{name}}.example.com/",
+        "https://x/{{a",
+    ):
+        target = Target(destination, True, "Sale", 0, {"name": "evil.example"})
+        assert location_of(target) == FALLBACK
+    assert location_of(None) == FALLBACK
+
+
+# --- the event loop's clicks, handed over a turn at a time -----------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_clicks_of_one_turn_of_the_loop_past_the_admission_limit_are_answered_503(
+    redis_conn: redis.Redis, settings: Any
+) -> None:
+    settings.CLICK_MAX_PENDING = 5
+    campaign, _ = campaign_with_message()
+    messages = [make_message(campaign=campaign, contact=make_contact()) for _ in range(12)]
+
+    async def flood() -> list[Any]:  # one turn of the loop: all twelve wait at once
+        return await asyncio.gather(
+            *[
+                request("GET", f"/c/{click_token(m.id)}", headers={"user-agent": BROWSER})
+                for m in messages
+            ]
+        )
+
+    answers = asyncio.run(flood())
+    assert sorted(a.status for a in answers) == [302] * 5 + [503] * 7
+    assert all(a.headers["retry-after"] == "2" for a in answers if a.status == 503)
+    assert Click.objects.count() == 5  # the five admitted, stored before their answers
+    assert committer().batches_committed == 1  # handed over together: one statement
+    committer_stop()
+    assert counted(redis_conn) == {"stored": 5, "unavailable": 7}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_click_not_committed_in_time_on_the_loop_gets_503_and_the_loop_goes_on(
+    redis_conn: redis.Redis, settings: Any
+) -> None:
+    settings.CLICK_STORE_TIMEOUT_S = 0.6
+    campaign, message = campaign_with_message()
+    token = click_token(message.id)
+    first = asyncio.run(request("GET", f"/c/{token}", headers={"user-agent": BROWSER}))
+    assert first.status == 302  # the committers are up
+    locked, release = threading.Event(), threading.Event()
+    holder = threading.Thread(target=hold_clicks_table, args=(locked, release))
+    holder.start()
+    try:
+        assert locked.wait(10)
+
+        async def both() -> list[tuple[Any, float]]:
+            started = time.monotonic()
+
+            async def timed(path: str) -> tuple[Any, float]:
+                answer = await request("GET", path, headers={"user-agent": BROWSER})
+                return answer, time.monotonic() - started
+
+            return await asyncio.gather(timed(f"/c/{token}"), timed("/c/not-a-token"))
+
+        (late, late_s), (forged, forged_s) = asyncio.run(both())
+    finally:
+        release.set()
+        holder.join(10)
+    assert late.status == 503 and late.headers["retry-after"] == "2"
+    assert 0.55 <= late_s < 3
+    # The loop served others meanwhile: the forged token was answered at once.
+    assert (forged.status, forged.headers["location"]) == (302, FALLBACK)
+    assert forged_s < 0.4
+    # Once the lock is gone the late click is stored after all (its 503 said "try again").
+    deadline = time.monotonic() + 5
+    while Click.objects.count() < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert campaign_clicks(campaign.id).total == 2
+    committer_stop()
+    assert counted(redis_conn) == {"stored": 2, "unavailable": 1, "forged": 1}
+
+
+def hold_clicks_table(locked: threading.Event, release: threading.Event) -> None:
+    """From a session of its own: hold a lock that stops every INSERT into the clicks table."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("LOCK TABLE delivery_click IN EXCLUSIVE MODE")
+            locked.set()
+            release.wait(10)
+    finally:
+        connection.close()
+
+
+# --- what the committers do to PostgreSQL ---------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_batch_runs_prepared_alone_in_autocommit_and_is_committed_when_it_returns() -> None:
+    _, message = campaign_with_message()
+    item = clicks_module._item_for(click_token(message.id), user_agent=BROWSER, method="GET")
+    assert item is not None
+    try:
+        clicks_module._prepared_here()  # as a committer thread does, on its own connection
+        clicks_module.batch_store([item])
+        assert item.outcome == "stored"
+        with connection.cursor() as cursor:
+            # Committed already, without a COMMIT: another session sees the row.
+            assert committed_clicks_elsewhere() == 1
+            cursor.execute(
+                "SELECT count(*) FROM pg_prepared_statements"
+                " WHERE statement LIKE '%INSERT INTO delivery_click%'"
+            )
+            assert cursor.fetchone()[0] == 1
+        clicks_module.batch_store([item])  # the same prepared statement again
+        assert committed_clicks_elsewhere() == 2
+    finally:
+        if connection.connection is not None:
+            connection.connection.prepare_threshold = None  # as Django leaves it
+
+
+def committed_clicks_elsewhere() -> int:
+    counted_rows: list[int] = []
+
+    def count() -> None:
+        try:
+            counted_rows.append(Click.objects.count())
+        finally:
+            connection.close()
+
+    reader = threading.Thread(target=count)
+    reader.start()
+    reader.join(10)
+    return counted_rows[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_prepared_statements_the_committers_still_store(settings: Any) -> None:
+    settings.CLICK_PREPARED_STATEMENTS = False
+    campaign, message = campaign_with_message()
+    answer = asyncio.run(request("GET", f"/c/{click_token(message.id)}"))
+    assert answer.status == 302
+    assert committer().prepared is False
+    assert campaign_clicks(campaign.id).previews == 1  # no User-Agent: a machine
+
+
+@pytest.mark.django_db
+def test_clicks_keep_their_relations_without_database_constraints() -> None:
+    campaign, message = campaign_with_message()
+    other = make_message(campaign=campaign, contact=make_contact())
+    client = Client()
+    for m in (message, message, other):
+        assert click(client, click_token(m.id)).status_code == 302
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_constraint"
+            " WHERE conrelid = 'delivery_click'::regclass AND contype = 'f'"
+        )
+        assert cursor.fetchone()[0] == 0
+    # Django's on_delete does what the constraints did.
+    contact_id = message.contact_id
+    Message.objects.filter(id=message.id).delete()
+    assert list(Click.objects.filter(message=None).values_list("contact_id", flat=True)) == [
+        contact_id,
+        contact_id,
+    ]
+    other.contact.delete()
+    assert Click.objects.filter(message=other).get().contact_id is None
+    campaign.delete()
+    assert not Click.objects.exists()
+
+
+# --- settings and metrics ----------------------------------------------------------------------
+
+
+def test_the_click_settings_come_from_the_environment() -> None:
+    environment = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "whatsblast.settings",
+        "CLICK_MAX_PENDING": "7",
+        "CLICK_STORE_TIMEOUT_S": "1.5",
+        "CLICK_RETRY_AFTER_S": "9",
+        "CLICK_COMMITTERS": "3",
+        "CLICK_PREPARED_STATEMENTS": "0",
+    }
+    script = (
+        "from django.conf import settings as s; print(s.CLICK_MAX_PENDING,"
+        " s.CLICK_STORE_TIMEOUT_S, s.CLICK_RETRY_AFTER_S, s.CLICK_COMMITTERS,"
+        " s.CLICK_PREPARED_STATEMENTS)"
+    )
+    read = subprocess.run(  # noqa: S603 - this interpreter, our own code
+        [sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=60
+    )
+    assert read.stdout.split() == ["7", "1.5", "9", "3", "False"], read.stderr
+
+
+@pytest.mark.django_db
+def test_click_outcomes_are_exported_as_a_counter_from_zero(redis_conn: redis.Redis) -> None:
+    first = scrape()
+    for outcome in ("stored", "preview", "expired", "unknown", "forged", "unavailable"):
+        assert first.value("whatsblast_clicks_total", outcome=outcome) == 0
+    _, message = campaign_with_message()
+    client = Client()
+    click(client, click_token(message.id))
+    click(client, click_token(message.id), agent=WHATSAPP_PREVIEW)
+    click(client, "forged-token")
+    after = scrape()
+    assert after.value("whatsblast_clicks_total", outcome="stored") == 1
+    assert after.value("whatsblast_clicks_total", outcome="preview") == 1
+    assert after.value("whatsblast_clicks_total", outcome="forged") == 1
+    assert after.value("whatsblast_clicks_total", outcome="unavailable") == 0

@@ -1,10 +1,11 @@
 """The engine's Prometheus exporter: Redis counters and database gauges, read at scrape time.
 
 Nothing is held in this process: every scrape reads the counters the workers wrote to
-Redis (``delivery.metrics``, ``webhooks.metrics``), the RQ queues, each number's bucket state,
-and the PostgreSQL aggregates of ``queries``. Any web process on any host therefore
-answers the same, and a restart loses nothing. A source that fails is reported by
-``whatsblast_collector_up{source=...} 0`` and its metrics are left out of that scrape.
+Redis (``delivery.metrics``, ``webhooks.metrics``, ``delivery.engagement.clicks``), the RQ
+queues, each number's bucket state, and the PostgreSQL aggregates of ``queries``. Any web
+process on any host therefore answers the same, and a restart loses nothing. A source that
+fails is reported by ``whatsblast_collector_up{source=...} 0`` and its metrics are left out
+of that scrape.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from prometheus_client.core import (
 
 from campaigns.models import TIER_LIMITS
 from delivery import metrics as send_metrics
+from delivery.engagement.clicks import CLICK_OUTCOMES, CLICKS_KEY
 from delivery.engine.ratelimit import TokenBucket
 from webhooks import metrics as webhook_metrics
 from whatsblast.core.redis import get_redis
@@ -215,13 +217,14 @@ def _number_metrics(snap: DatabaseSnapshot) -> Iterator[Metric]:
 def redis_metrics(conn: redis.Redis, snap: DatabaseSnapshot | None) -> Iterator[Metric]:
     """Counters, RQ queues and workers, and (with the number list) bucket state."""
     pipe = conn.pipeline(transaction=False)
-    keys = (*send_metrics.KEYS, *webhook_metrics.KEYS)
+    keys = (*send_metrics.KEYS, *webhook_metrics.KEYS, CLICKS_KEY)
     for key in keys:
         pipe.hgetall(key)
     raw = dict(zip(keys, (_hash(h) for h in pipe.execute()), strict=True))
     known = [n.phone_number_id for n in snap.numbers] if snap is not None else []
     yield from _send_counters(raw, known)
     yield from _webhook_counters(raw[webhook_metrics.WEBHOOKS_KEY])
+    yield _click_counter(raw[CLICKS_KEY])
     yield from _queue_metrics(conn)
     if snap is not None:
         yield from _bucket_metrics(conn, snap)
@@ -323,6 +326,21 @@ def _webhook_counters(raw: dict[str, float]) -> Iterator[Metric]:
         ),
     ):
         yield CounterMetricFamily(name, doc, value=raw.get(field, 0.0))
+
+
+def _click_counter(raw: dict[str, float]) -> Metric:
+    """Requests for tracked links by outcome (``delivery.engagement.clicks``), every outcome
+    from 0 so that the first of each has an increase for rate() to see."""
+    clicks = CounterMetricFamily(
+        "whatsblast_clicks",
+        "Tracked-link requests: stored (a person's click, redirected), preview (a link-preview"
+        " fetcher or HEAD, stored apart), expired, unknown, forged (fallback page, nothing"
+        " stored), unavailable (503: not stored in time or past the admission limit)",
+        labels=["outcome"],
+    )
+    for outcome in CLICK_OUTCOMES:
+        clicks.add_metric([outcome], raw.get(outcome, 0.0))
+    return clicks
 
 
 def _queue_metrics(conn: redis.Redis) -> Iterator[Metric]:

@@ -24,13 +24,21 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-_HEADERS = [(k.lower().encode(), v.encode()) for k, v in REDIRECT_HEADERS.items()]
+# A redirect's headers after its Location: the same for every click, made once.
+_REDIRECT_TAIL = (
+    *((k.lower().encode(), v.encode()) for k, v in REDIRECT_HEADERS.items()),
+    (b"content-length", b"0"),
+)
 
 
 async def click_get(scope: Scope, receive: Receive, send: Send, *, prefix: str) -> None:
     """Answer a GET or HEAD of ``prefix`` + token (``prefix``: the click path, "/c/")."""
     token = scope["path"][len(prefix) :]
-    user_agent = dict(scope["headers"]).get(b"user-agent", b"").decode("latin-1")
+    user_agent = ""
+    for name, value in scope["headers"]:  # lower-case names (ASGI); the first one counts
+        if name == b"user-agent":
+            user_agent = value.decode("latin-1")
+            break
     try:
         location = await click_location_async(token, user_agent=user_agent, method=scope["method"])
     except ClicksUnavailable:
@@ -48,7 +56,14 @@ async def click_get(scope: Scope, receive: Receive, send: Send, *, prefix: str) 
         )
         return
     # location_of() and fallback_url() give ASCII (iri_to_uri), fit for a header.
-    await _answer(send, 302, [(b"location", location.encode("latin-1")), *_HEADERS], b"")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 302,
+            "headers": [(b"location", location.encode("latin-1")), *_REDIRECT_TAIL],
+        }
+    )
+    await send({"type": "http.response.body", "body": b""})
 
 
 async def _answer(
