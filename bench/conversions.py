@@ -92,9 +92,17 @@ def _setup(run: str, contacts: int) -> tuple[Campaign, list[str]]:
         ),
         batch_size=5000,
     )
+    # As autovacuum would have: every table the attribution statement reads. Left with the
+    # dead rows a previous bench deleted (the click bench leaves ~600,000) and stale
+    # statistics, the same run measured 4,195 conversions/s instead of 34,483.
     with connection.cursor() as cursor:
-        for table in ("campaigns_contact", "delivery_message", "delivery_conversion"):
-            cursor.execute(f"ANALYZE {table}")
+        for table in (
+            "campaigns_contact",
+            "delivery_message",
+            "delivery_conversion",
+            "delivery_click",
+        ):
+            cursor.execute(f"VACUUM (ANALYZE) {table}")
     return campaign, phones
 
 
