@@ -27,6 +27,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+import redis
 import requests
 from django.conf import settings
 from django.utils import timezone
@@ -379,7 +380,7 @@ def campaign_template_analytics(campaign: Campaign) -> CampaignTemplateAnalytics
     under their own product type: both are read and each template's day added up.
     """
     key = _ANALYTICS_KEY.format(campaign_id=campaign.pk)
-    cached = get_redis().get(key)
+    cached = _cache_get(key)
     if cached:
         return _analytics_loads(cached)
     templates = {
@@ -408,11 +409,28 @@ def campaign_template_analytics(campaign: Campaign) -> CampaignTemplateAnalytics
     except TemplateAnalyticsError as exc:
         logger.warning("template analytics of campaign %s not read: %s", campaign.pk, exc)
         failed = CampaignTemplateAnalytics(templates=templates, error=str(exc))
-        get_redis().set(key, _analytics_dumps(failed), ex=ANALYTICS_FAILURE_CACHE_SECONDS)
+        _cache_set(key, _analytics_dumps(failed), ANALYTICS_FAILURE_CACHE_SECONDS)
         return failed
     result = CampaignTemplateAnalytics(_days_added(days), templates, "", now.isoformat())
-    get_redis().set(key, _analytics_dumps(result), ex=ANALYTICS_CACHE_SECONDS)
+    _cache_set(key, _analytics_dumps(result), ANALYTICS_CACHE_SECONDS)
     return result
+
+
+def _cache_get(key: str) -> bytes | str | None:
+    """The cached read, or None; without Redis the report reads Meta instead (no page may
+    fail for Redis)."""
+    try:
+        value = get_redis().get(key)
+    except redis.RedisError:
+        return None
+    return value if isinstance(value, bytes | str) else None
+
+
+def _cache_set(key: str, value: str, seconds: int) -> None:
+    try:
+        get_redis().set(key, value, ex=seconds)
+    except redis.RedisError:
+        logger.warning("template analytics not cached: Redis unavailable")
 
 
 def _days_added(days: list[TemplateAnalyticsDay]) -> list[TemplateAnalyticsDay]:
