@@ -238,6 +238,36 @@ def build_marketing_clicks() -> None:
     )
 
 
+def build_conversions() -> None:
+    """Conversions attributed to messages of many campaigns, to contacts, and unmatched."""
+    from decimal import Decimal
+
+    from delivery.models import Conversion
+
+    messages = _messages(ROWS)
+    contacts = _contacts(PARENTS)
+    now = timezone.now()
+    _bulk(
+        Conversion,
+        (
+            Conversion(
+                contact=contacts[i % PARENTS] if i % 10 else None,
+                phone=f"+55119{i:08d}",
+                event=("purchase", "signup")[i % 2],
+                value=Decimal(i % 100),
+                currency="BRL",
+                occurred_at=now,
+                source=("api", "upload")[i % 2],
+                dedupe_key=f"bench:{i}",
+                message=messages[i],
+                campaign_id=messages[i].campaign_id,
+                attributed_by="delivered",
+            )
+            for i in range(ROWS)
+        ),
+    )
+
+
 def build_users() -> None:
     user_model = get_user_model()
     _bulk(user_model, (user_model(username=f"u{i}", password="!") for i in range(ROWS)))
@@ -281,6 +311,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "delivery.message": lambda: _messages(ROWS),
     "delivery.deadletter": build_deadletters,
     "delivery.apikey": build_apikeys,
+    "delivery.conversion": build_conversions,
     "webhooks.webhookevent": build_webhookevents,
     "webhooks.unmatchedstatus": build_unmatchedstatuses,
     "webhooks.inboundmessage": build_inboundmessages,

@@ -237,3 +237,26 @@ def test_marketing_clicks_are_counted_for_the_only_template_the_number_sent(numb
     # A second Marketing Messages template that week makes the click anyone's.
     mm_send(cloud, people[0], 10, "marketing_messages")
     assert template_marketing_clicks(ids, now - timedelta(days=20)) == {None: 1}
+
+    # The report says it in a sentence, for an account sending through the API.
+    from whatsblast.admin.campaign_engagement import mm_clicks_text
+
+    Campaign.objects.filter(pk=spring.pk).update(started_at=now - timedelta(days=31))
+    Campaign.objects.filter(pk=summer.pk).update(started_at=now - timedelta(days=11))
+    spring.refresh_from_db()
+    summer.refresh_from_db()
+    account = spring.template.account
+    account.marketing_messages_api = True
+    account.save(update_fields=["marketing_messages_api"])
+    assert mm_clicks_text(spring) == (
+        "The Marketing Messages API reported 2 link clicks for this campaign's templates "
+        "since its launch. Meta's click names no message or person: counted per template."
+    )
+    assert mm_clicks_text(summer) == (
+        "The Marketing Messages API reported 0 link clicks for this campaign's templates "
+        "since its launch, and 1 more that another template the number sent may have "
+        "earned. Meta's click names no message or person: counted per template."
+    )
+    account.marketing_messages_api = False
+    account.save(update_fields=["marketing_messages_api"])
+    assert mm_clicks_text(spring) == ""

@@ -31,7 +31,11 @@ from django.utils.formats import date_format
 from campaigns.models import AbMetric, AbState, Campaign
 from delivery.campaigns.ab_tests import AbSummary, ArmResult, ab_summary
 from delivery.campaigns.pricing import CostLine, money_text
-from delivery.engagement.buttons import ButtonTaps, campaign_button_taps
+from delivery.engagement.buttons import (
+    ButtonTaps,
+    campaign_button_taps,
+    template_marketing_clicks,
+)
 from delivery.engagement.clicks import ClickCounts, campaign_clicks
 from delivery.engagement.roi import CampaignRoi, Lift, campaign_roi
 from delivery.graph_reads import CampaignTemplateAnalytics, campaign_template_analytics
@@ -246,6 +250,28 @@ def meta_rows(
     ]
 
 
+def mm_clicks_text(campaign: Campaign) -> str:
+    """The link clicks Meta's Marketing Messages API reported (``user_actions``) for the
+    campaign's templates since its launch, in a sentence; '' for an account that does not
+    send through it. Meta's click names no message or recipient, so it is counted per
+    template (delivery.engagement.buttons.template_marketing_clicks), never per person."""
+    if campaign.started_at is None or not campaign.template.account.marketing_messages_api:
+        return ""
+    ids = [campaign.template_id, *campaign.variants.values_list("template_id", flat=True)]
+    counts = template_marketing_clicks(ids, campaign.started_at)
+    ours = sum(n for template, n in counts.items() if template is not None)
+    shared = counts.get(None, 0)
+    text = (
+        f"The Marketing Messages API reported {count_text(ours)} link "
+        f"{'click' if ours == 1 else 'clicks'} for this campaign's templates since its launch"
+    )
+    if shared:
+        text += (
+            f", and {count_text(shared)} more that another template the number sent may have earned"
+        )
+    return text + ". Meta's click names no message or person: counted per template."
+
+
 # --- the A/B test ----------------------------------------------------------------------------
 
 
@@ -345,5 +371,6 @@ def engagement_context(
         "lift": lift_view(roi.lift),
         "meta_rows": meta_rows(analytics, figures=figures, clicks=clicks, taps=taps),
         "meta_error": analytics.error,
+        "mm_clicks": mm_clicks_text(campaign),
         "ab": ab_view(ab_summary(campaign), campaign, can_pick=can_pick),
     }
