@@ -437,12 +437,16 @@ stored AS (
      WHERE live
     RETURNING id
 )
-SELECT f.n, f.live, cp.link_destination, cp.link_utm, cp.name, f.variant,
-       ct.name, ct.phone, ct.attributes
+SELECT f.n, f.live, cp.link_destination, cp.link_utm, cp.name,
+       COALESCE(f.variant, cp.winner), ct.name, ct.phone, ct.attributes
   FROM found AS f
   LEFT JOIN LATERAL (
-       SELECT link_destination, link_utm, name
-         FROM campaigns_campaign WHERE id = f.campaign_id AND f.live LIMIT 1
+       -- An A/B test's remainder row has no arm of its own: it was sent the winner, and
+       -- its link says so (utm_content) as the winning arm's did.
+       SELECT k.link_destination, k.link_utm, k.name,
+              (SELECT v.position FROM campaigns_campaignvariant AS v
+                WHERE v.id = k.ab_winner_id) AS winner
+         FROM campaigns_campaign AS k WHERE k.id = f.campaign_id AND f.live LIMIT 1
        ) AS cp ON true
   LEFT JOIN LATERAL (
        SELECT name, phone, attributes

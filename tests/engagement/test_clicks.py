@@ -305,6 +305,24 @@ def test_the_asgi_path_redirects_heads_previews_and_leaves_other_methods_to_djan
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_click_on_the_ab_remainder_carries_the_winners_label() -> None:
+    from campaigns.models import CampaignVariant
+
+    campaign, arm_row = campaign_with_message(variant=0)
+    rest_row = make_message(campaign=campaign, contact=make_contact(name="Rui"))
+    first = asyncio.run(request("GET", f"/c/{click_token(rest_row.id)}"))
+    assert "utm_content" not in dict(parse_qsl(urlsplit(first.headers["location"]).query))
+    winner = CampaignVariant.objects.create(
+        campaign=campaign, position=1, template=campaign.template, param_mapping={}
+    )
+    Campaign.objects.filter(pk=campaign.pk).update(ab_test_percent=20, ab_winner=winner)
+    committer_stop()  # the redirect cut once per arm is the committer's: a fresh one
+    for message, label in ((rest_row, "B"), (arm_row, "A")):
+        got = asyncio.run(request("GET", f"/c/{click_token(message.id)}"))
+        assert dict(parse_qsl(urlsplit(got.headers["location"]).query))["utm_content"] == label
+
+
+@pytest.mark.django_db(transaction=True)
 def test_with_the_database_gone_a_click_gets_a_plain_503_and_the_next_one_works(
     redis_conn: redis.Redis, settings: Any
 ) -> None:
