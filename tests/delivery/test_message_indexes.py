@@ -127,10 +127,11 @@ def test_delivered_and_read_receipts_update_the_row_in_place() -> None:
     assert hot_updates_so_far() == before
 
 
-def plan_of(sql: str, params: Any) -> str:
+def plan_of(sql: str, params: Any, *, index_scans: bool = True) -> str:
     with connection.cursor() as cursor:
         # As the planner sees a large table: a sequential scan is priced out.
         cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(f"SET LOCAL enable_indexscan = {'on' if index_scans else 'off'}")
         cursor.execute(f"EXPLAIN {sql}", params)
         return "\n".join(line for (line,) in cursor.fetchall())
 
@@ -212,10 +213,16 @@ def test_a_query_by_status_reaches_its_index(name: str, sql: str, params: Any, i
             )
             for (other,) in cursor.fetchall():
                 cursor.execute(f'DROP INDEX "{other}"')
+        # "Index Scan using <index> on delivery_message" or "Bitmap Index Scan on <index>".
+        reaches = re.compile(rf"(using|Bitmap Index Scan on) ({index})\b")
         plan = plan_of(sql, params)
+        if not reaches.search(plan):
+            # A plain index scan may walk the primary key end to end with the conditions as a
+            # filter (CI once did, for the expired leases). A bitmap scan needs an index the
+            # conditions reach: the plan is asked for again with plain index scans off.
+            plan = plan_of(sql, params, index_scans=False)
         transaction.set_rollback(True)
-    # "Index Scan using <index> on delivery_message" or "Bitmap Index Scan on <index>".
-    assert re.search(rf"(using|Bitmap Index Scan on) ({index})\b", plan), f"{name}:\n{plan}"
+    assert reaches.search(plan), f"{name}:\n{plan}"
 
 
 def test_no_pattern_ops_index_on_wamid_and_no_lone_campaign_index() -> None:
