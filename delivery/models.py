@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 
@@ -395,6 +396,18 @@ class SupportAction(models.Model):
         return f"{self.username} {self.action} dead letter {self.dead_letter_id}"
 
 
+class ApiScope(models.TextChoices):
+    SEND = "send", "send transactional messages and read their status"
+    CONTACTS = "contacts", "write contacts, lists and segments"
+    CAMPAIGNS = "campaigns", "create and run campaigns, report conversions, manage events"
+    READ = "read", "read contacts, lists, segments, templates and campaigns"
+
+
+def api_scopes_default() -> list[str]:
+    """Keys made before scopes existed sent transactional messages: that is what they keep."""
+    return [ApiScope.SEND.value]
+
+
 class ApiKey(models.Model):
     """A credential for the transactional API: stored hashed, scoped to phone numbers.
 
@@ -418,6 +431,13 @@ class ApiKey(models.Model):
         null=True,
         blank=True,
         help_text="This key's request quota; empty means API_DEFAULT_REQUESTS_PER_SECOND.",
+    )
+    # What the key may do (delivery.api.scopes): send, contacts, campaigns, read.
+    scopes = ArrayField(
+        models.CharField(max_length=16, choices=ApiScope.choices),
+        default=api_scopes_default,
+        help_text="send: transactional messages; contacts: contacts, lists and segments; "
+        "campaigns: campaigns, conversions and event subscriptions; read: read everything.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -539,3 +559,26 @@ class Conversion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} by {self.phone or self.user_id}"
+
+
+class ApiCreated(models.Model):
+    """The answer to a create that carried an Idempotency-Key, stored in the transaction that
+    created the thing, so a retry is answered the same and creates nothing again."""
+
+    api_key = models.ForeignKey(ApiKey, on_delete=models.CASCADE, related_name="+")
+    idempotency_key = models.CharField(max_length=255)
+    operation = models.CharField(max_length=64)
+    request_sha256 = models.CharField(max_length=64)
+    status_code = models.PositiveSmallIntegerField()
+    body = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["api_key", "idempotency_key"], name="api_created_unique_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.idempotency_key}"

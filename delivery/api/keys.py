@@ -18,7 +18,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from campaigns.models import PhoneNumber
-from delivery.models import ApiKey
+from delivery.models import ApiKey, ApiScope
 
 KEY_SCHEME = "wb"
 PREFIX_BYTES = 5  # 10 hex characters: a million keys collide with odds of about 1 in 2,000
@@ -48,12 +48,26 @@ def api_key_create(
     phone_number_ids: Sequence[str] = (),
     all_numbers: bool = False,
     requests_per_second: int | None = None,
+    scopes: Sequence[str] = (ApiScope.SEND,),
 ) -> tuple[ApiKey, str]:
-    """Create a key scoped to the given numbers (or all); return it and the raw key."""
+    """Create a key scoped to the given numbers (or all) and allowed ``scopes``; return it
+    and the raw key. Numbers bound what the key may send and which campaigns it may run."""
     name = name.strip()
+    unknown_scopes = sorted(set(scopes) - set(ApiScope.values))
+    if unknown_scopes or not scopes:
+        raise ValidationError(
+            {
+                "scopes": f"Give one or more of {', '.join(ApiScope.values)}; "
+                f"unknown: {', '.join(unknown_scopes) or 'none given'}."
+            }
+        )
     if not name:
         raise ValidationError({"name": "A key needs a name."})
-    if not all_numbers and not phone_number_ids:
+    if (
+        not all_numbers
+        and not phone_number_ids
+        and {ApiScope.SEND, ApiScope.CAMPAIGNS} & set(scopes)
+    ):
         raise ValidationError(
             {"phone_numbers": "Give the phone numbers the key may use, or all_numbers."}
         )
@@ -65,7 +79,12 @@ def api_key_create(
         raise ValidationError(
             {"phone_numbers": f"Unknown phone number id(s): {', '.join(unknown)}."}
         )
-    api_key = ApiKey(name=name, all_numbers=all_numbers, requests_per_second=requests_per_second)
+    api_key = ApiKey(
+        name=name,
+        all_numbers=all_numbers,
+        requests_per_second=requests_per_second,
+        scopes=sorted(set(scopes)),
+    )
     raw_key = api_key_issue(api_key)
     with transaction.atomic():
         api_key.save()
@@ -113,3 +132,9 @@ def api_key_allows(*, api_key: ApiKey, phone_number_pk: int) -> bool:
     if api_key.all_numbers:
         return True
     return api_key.phone_numbers.filter(pk=phone_number_pk).exists()
+
+
+def api_key_can(*, api_key: ApiKey, any_of: Sequence[str]) -> bool:
+    """Whether the key holds one of ``any_of``: a reading endpoint accepts ``read`` or the
+    scope that writes what it reads (a key that runs campaigns may read them)."""
+    return bool(set(any_of) & set(api_key.scopes))

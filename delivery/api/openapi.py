@@ -398,6 +398,7 @@ _SCHEMAS: dict[str, Any] = {
                             "template_params_mismatch",
                             "outside_service_window",
                             "rate_limited",
+                            "scope_missing",
                         ],
                     },
                     "message": {"type": "string"},
@@ -452,7 +453,7 @@ _PATHS: dict[str, Any] = {
             "description": (
                 "Queues the message on the transactional queue, served before campaign work "
                 "and allowed the phone number's whole rate. Checks run in this order: 401, "
-                "429, 415, 413, 400, then 409, 403, 422."
+                "429, 403 (scope), 415, 413, 400, then 409, 403 (number), 422."
             ),
             "parameters": [
                 {
@@ -492,7 +493,9 @@ _PATHS: dict[str, Any] = {
                 ),
                 "400": _error("Malformed JSON, or fields that fail validation (see fields)."),
                 **_AUTH_ERRORS,
-                "403": _error("The phone number is not in this key's scope."),
+                "403": _error(
+                    "The key lacks the send scope, or the phone number is not in its scope."
+                ),
                 "405": _error("Only POST."),
                 "409": _error("The Idempotency-Key was used with another body."),
                 "413": _error("The body is over the size cap."),
@@ -520,6 +523,7 @@ _PATHS: dict[str, Any] = {
             "responses": {
                 "200": _json("The message.", "Message"),
                 **_AUTH_ERRORS,
+                "403": _error("The key has neither the send nor the read scope."),
                 "404": _error("No such message, or not on a number in this key's scope."),
                 "405": _error("Only GET."),
             },
@@ -530,8 +534,8 @@ _PATHS: dict[str, Any] = {
             "operationId": "recordConversions",
             "summary": "Report a batch of conversions; each is attributed to a campaign message.",
             "description": (
-                "Any active API key may report conversions (per-key scopes come in a later "
-                "version). Checks run in this order: 401, 429, 415, 413, 400. A body that "
+                "A key with the campaigns scope may report conversions. Checks run in this "
+                "order: 401, 429, 403, 415, 413, 400. A body that "
                 "does not match the schema is refused whole (400, every field named as "
                 "conversions[i].field). A schema-valid batch is answered 200 with counts and "
                 "one result per item, even when no item could be stored: items that cannot "
@@ -571,6 +575,7 @@ _PATHS: dict[str, Any] = {
                 "200": _json("Counts and each item's outcome.", "ConversionsRecorded"),
                 "400": _error("Malformed JSON, or a body that does not match the schema."),
                 **_AUTH_ERRORS,
+                "403": _error("The key lacks the campaigns scope."),
                 "405": _error("Only POST."),
                 "413": _error("The body is over the size cap (CONVERSIONS_MAX_BODY_BYTES)."),
                 "415": _error("The body is not application/json (UTF-8)."),

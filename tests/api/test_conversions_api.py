@@ -45,7 +45,9 @@ def post(
 @pytest.fixture
 def key(db) -> str:
     # Any active key may report conversions, whatever its numbers.
-    _, raw = api_key_create(name="shop", all_numbers=True, requests_per_second=1000)
+    _, raw = api_key_create(
+        name="shop", all_numbers=True, requests_per_second=1000, scopes=["campaigns"]
+    )
     return raw
 
 
@@ -137,8 +139,10 @@ def test_more_items_than_the_batch_allows_is_400(key: str) -> None:
 
 @override_settings(CONVERSIONS_MAX_BODY_BYTES=2048, API_MAX_BODY_BYTES=1024)
 def test_every_refusal_comes_in_the_documented_order(db) -> None:
-    _, tight = api_key_create(name="tight", all_numbers=True, requests_per_second=1)
-    revoked, revoked_raw = api_key_create(name="gone", all_numbers=True)
+    _, tight = api_key_create(
+        name="tight", all_numbers=True, requests_per_second=1, scopes=["campaigns"]
+    )
+    revoked, revoked_raw = api_key_create(name="gone", all_numbers=True, scopes=["campaigns"])
     api_key_revoke(api_key_id=revoked.pk)
     big = {"conversions": [{"phone": "+5511987654321", "event": "x" * 90}] * 20}  # ~2.3 KiB
     # Over the messages' cap, under the conversions' own: the larger limit applies here.
@@ -156,7 +160,12 @@ def test_every_refusal_comes_in_the_documented_order(db) -> None:
     assert code(fits, tight) == (200, None)
     # 429 before the content type and size are looked at.
     assert code(big, tight, content_type="text/plain") == (429, "rate_limited")
-    _, key = api_key_create(name="k", all_numbers=True, requests_per_second=1000)
+    _, key = api_key_create(
+        name="k", all_numbers=True, requests_per_second=1000, scopes=["campaigns"]
+    )
+    # 403 for a key without the campaigns scope, after the quota, before the body.
+    _, sender = api_key_create(name="sender", all_numbers=True, scopes=["send", "read"])
+    assert code(big, sender, content_type="text/plain") == (403, "scope_missing")
     assert code(big, key, content_type="text/plain") == (415, "unsupported_media_type")
     assert code(big, key) == (413, "payload_too_large")
     assert code({"conversions": []}, key, **{"Idempotency-Key": "has space"}) == (
@@ -166,5 +175,5 @@ def test_every_refusal_comes_in_the_documented_order(db) -> None:
     response = Client().get(PATH, headers={"Authorization": f"Bearer {key}"})
     response_check("/conversions", "post", response)
     assert (response.status_code, response["Allow"]) == (405, "POST")
-    seen = {200, 400, 401, 405, 413, 415, 429}
+    seen = {200, 400, 401, 403, 405, 413, 415, 429}
     assert seen == {int(s) for s in DOCUMENT["paths"]["/conversions"]["post"]["responses"]}

@@ -80,6 +80,10 @@ def test_every_documented_status_of_get_is_real(api, number, template) -> None:
         name="t", phone_number_ids=[number.phone_number_id], requests_per_second=1
     )
     seen |= {Api(tight).status(created["id"])[0].status_code for _ in range(2)}
+    _, contacts_only = api_key_create(name="c", scopes=["contacts"])
+    response, body = Api(contacts_only).status(created["id"])
+    assert (response.status_code, body["error"]["code"]) == (403, "scope_missing")
+    seen.add(response.status_code)
     assert seen == {int(code) for code in DOCUMENT["paths"]["/messages/{id}"]["get"]["responses"]}
 
 

@@ -27,7 +27,7 @@ import pytest
 import requests
 
 from delivery.api.keys import api_key_create
-from delivery.models import Message, MessageKind
+from delivery.models import ApiScope, Message, MessageKind
 from tests.api.support import DOCUMENT
 from tests.factories import make_phone_number, make_template
 
@@ -45,7 +45,10 @@ def live_api(live_server: Any) -> dict[str, str]:
         account=number.account, name="otp", body_text="Your code is {{1}}", body_param_count=1
     )
     _, raw = api_key_create(
-        name="fuzz", phone_number_ids=[number.phone_number_id], requests_per_second=100_000
+        name="fuzz",
+        phone_number_ids=[number.phone_number_id],
+        requests_per_second=100_000,
+        scopes=list(ApiScope.values),
     )
     return {"url": f"{live_server.url}/api/v1", "key": raw, "number": number.phone_number_id}
 

@@ -192,7 +192,9 @@ def test_holdout_conversions_revenue_cost_return_and_lift_by_hand(live_server: A
             "occurred_at": before_launch,
         },
     ]
-    _, raw_key = api_key_create(name="shop", all_numbers=True, requests_per_second=1000)
+    _, raw_key = api_key_create(
+        name="shop", all_numbers=True, requests_per_second=1000, scopes=["campaigns"]
+    )
     url = f"{live_server.url}/api/v1/conversions"
     first = post(url, raw_key, items, "spring-orders")
     assert {k: first[k] for k in ("received", "stored", "duplicates", "rejected")} == {
