@@ -6,7 +6,16 @@ from django.urls import include, path, re_path
 from whatsblast.admin.customer import customer
 from whatsblast.admin.preferences import preferences
 from whatsblast.auth.login_throttle import ThrottledAdminLoginForm
-from whatsblast.views import api, clicks, health, metrics, webhooks
+from whatsblast.views import (
+    api,
+    api_campaigns,
+    api_contacts,
+    api_events,
+    clicks,
+    health,
+    metrics,
+    webhooks,
+)
 
 # Refuses, with a plain message, a username and address that failed too many logins.
 admin.site.login_form = ThrottledAdminLoginForm
@@ -23,6 +32,9 @@ api_urls = (
         path("messages", api.messages, name="messages"),
         path("messages/<int:message_id>", api.message, name="message"),
         path("conversions", api.conversions, name="conversions"),
+        *api_contacts.urlpatterns,
+        *api_campaigns.urlpatterns,
+        *api_events.urlpatterns,
         path("openapi.json", api.openapi_json, name="openapi"),
         # Any character, newlines too: "." would leave "messages/1\n" to Django's HTML 404.
         re_path(r"^(?P<rest>[\s\S]*)\Z", api.not_found),

@@ -11,7 +11,9 @@ from typing import Any
 
 from django.conf import settings
 
+from delivery.api import openapi_campaigns, openapi_contacts, openapi_events
 from delivery.api import validation as v
+from delivery.api.openapi_parts import AUTH_ERRORS, LOCATION, error, json_response
 from delivery.models import MessageStatus
 
 _STRING_PARAM = {"type": "string", "minLength": 1, "maxLength": v.MAX_PARAM}
@@ -399,6 +401,9 @@ _SCHEMAS: dict[str, Any] = {
                             "outside_service_window",
                             "rate_limited",
                             "scope_missing",
+                            *openapi_contacts.ERROR_CODES,
+                            *openapi_campaigns.ERROR_CODES,
+                            *openapi_events.ERROR_CODES,
                         ],
                     },
                     "message": {"type": "string"},
@@ -413,37 +418,6 @@ _SCHEMAS: dict[str, Any] = {
     },
 }
 
-
-def _error(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
-    response: dict[str, Any] = {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
-    }
-    if headers:
-        response["headers"] = headers
-    return response
-
-
-def _json(description: str, schema: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
-    response: dict[str, Any] = {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
-    }
-    if headers:
-        response["headers"] = headers
-    return response
-
-
-_RETRY_AFTER = {
-    "Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}},
-}
-_AUTH_ERRORS = {
-    "401": _error("Missing, unknown or revoked API key."),
-    "429": _error("This key's request quota is used up; retry after Retry-After.", _RETRY_AFTER),
-}
-_LOCATION = {
-    "Location": {"description": "The status URL.", "schema": {"type": "string"}},
-}
 
 _PATHS: dict[str, Any] = {
     "/messages": {
@@ -479,28 +453,28 @@ _PATHS: dict[str, Any] = {
                 },
             },
             "responses": {
-                "202": _json("Accepted and queued.", "MessageAccepted", _LOCATION),
-                "200": _json(
+                "202": json_response("Accepted and queued.", "MessageAccepted", LOCATION),
+                "200": json_response(
                     "An earlier request with this Idempotency-Key and body created it.",
                     "MessageAccepted",
                     {
-                        **_LOCATION,
+                        **LOCATION,
                         "Idempotent-Replayed": {
                             "description": "Always true.",
                             "schema": {"type": "string", "enum": ["true"]},
                         },
                     },
                 ),
-                "400": _error("Malformed JSON, or fields that fail validation (see fields)."),
-                **_AUTH_ERRORS,
-                "403": _error(
+                "400": error("Malformed JSON, or fields that fail validation (see fields)."),
+                **AUTH_ERRORS,
+                "403": error(
                     "The key lacks the send scope, or the phone number is not in its scope."
                 ),
-                "405": _error("Only POST."),
-                "409": _error("The Idempotency-Key was used with another body."),
-                "413": _error("The body is over the size cap."),
-                "415": _error("The body is not application/json (UTF-8)."),
-                "422": _error(
+                "405": error("Only POST."),
+                "409": error("The Idempotency-Key was used with another body."),
+                "413": error("The body is over the size cap."),
+                "415": error("The body is not application/json (UTF-8)."),
+                "422": error(
                     "Unknown or unapproved template, params that do not fit it (body count or "
                     "names, header, buttons), unknown number, or text outside the 24 h "
                     "service window."
@@ -521,11 +495,11 @@ _PATHS: dict[str, Any] = {
                 }
             ],
             "responses": {
-                "200": _json("The message.", "Message"),
-                **_AUTH_ERRORS,
-                "403": _error("The key has neither the send nor the read scope."),
-                "404": _error("No such message, or not on a number in this key's scope."),
-                "405": _error("Only GET."),
+                "200": json_response("The message.", "Message"),
+                **AUTH_ERRORS,
+                "403": error("The key has neither the send nor the read scope."),
+                "404": error("No such message, or not on a number in this key's scope."),
+                "405": error("Only GET."),
             },
         }
     },
@@ -572,13 +546,13 @@ _PATHS: dict[str, Any] = {
                 },
             },
             "responses": {
-                "200": _json("Counts and each item's outcome.", "ConversionsRecorded"),
-                "400": _error("Malformed JSON, or a body that does not match the schema."),
-                **_AUTH_ERRORS,
-                "403": _error("The key lacks the campaigns scope."),
-                "405": _error("Only POST."),
-                "413": _error("The body is over the size cap (CONVERSIONS_MAX_BODY_BYTES)."),
-                "415": _error("The body is not application/json (UTF-8)."),
+                "200": json_response("Counts and each item's outcome.", "ConversionsRecorded"),
+                "400": error("Malformed JSON, or a body that does not match the schema."),
+                **AUTH_ERRORS,
+                "403": error("The key lacks the campaigns scope."),
+                "405": error("Only POST."),
+                "413": error("The body is over the size cap (CONVERSIONS_MAX_BODY_BYTES)."),
+                "415": error("The body is not application/json (UTF-8)."),
             },
         }
     },
@@ -600,7 +574,7 @@ _PATHS: dict[str, Any] = {
 _DOCUMENT: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {
-        "title": "whatsblast transactional API",
+        "title": "whatsblast API",
         "version": "1.0.0",
         "description": (
             "Send OTP codes, order confirmations and replies through a WhatsApp business "
@@ -611,9 +585,19 @@ _DOCUMENT: dict[str, Any] = {
     "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
     "servers": [{"url": "/api/v1"}],
     "security": [{"bearer": []}],
-    "paths": _PATHS,
+    "paths": {
+        **_PATHS,
+        **openapi_contacts.PATHS,
+        **openapi_campaigns.PATHS,
+        **openapi_events.PATHS,
+    },
     "components": {
-        "schemas": _SCHEMAS,
+        "schemas": {
+            **_SCHEMAS,
+            **openapi_contacts.SCHEMAS,
+            **openapi_campaigns.SCHEMAS,
+            **openapi_events.SCHEMAS,
+        },
         "securitySchemes": {
             "bearer": {
                 "type": "http",

@@ -1,0 +1,10 @@
+"""The OpenAPI document's part for event subscriptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PATHS: dict[str, Any] = {}
+SCHEMAS: dict[str, Any] = {}
+# Error codes these endpoints answer beyond the shared ones.
+ERROR_CODES: list[str] = []

@@ -1,0 +1,3 @@
+"""Erasing a contact: personal data removed, message history kept anonymised."""
+
+from __future__ import annotations

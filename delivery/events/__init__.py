@@ -1,0 +1,1 @@
+"""Events out: what happened, told to the customer's systems from a durable outbox."""
