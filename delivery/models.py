@@ -6,6 +6,8 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from whatsblast.core.secrets import SecretField
+
 
 class MessageStatus(models.TextChoices):
     PENDING = "pending", "Pending"
@@ -582,3 +584,90 @@ class ApiCreated(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation} {self.idempotency_key}"
+
+
+class EventOutbox(models.Model):
+    """An event as its change committed: written by triggers (migration 0020) in the same
+    transaction as the change it reports, so a change and its event are committed together
+    or not at all. The router (delivery.events.router) moves rows into ``Event`` in commit
+    order and deletes them here; the table stays small."""
+
+    event_id = models.UUIDField(db_default=models.Func(function="gen_random_uuid"))
+    event_type = models.CharField(max_length=40)
+    # The message the event is about (its order key), when there is one.
+    message_id = models.BigIntegerField(null=True, blank=True)
+    occurred_at = models.DateTimeField(db_default=models.Func(function="now"))
+    data = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.event_id}"
+
+
+class Event(models.Model):
+    """An event in the order subscribers get it: ``seq`` is given by the router, one
+    transaction at a time, so no event can later appear below a subscriber's cursor."""
+
+    seq = models.BigIntegerField(primary_key=True)
+    event_id = models.UUIDField(unique=True)
+    event_type = models.CharField(max_length=40)
+    message_id = models.BigIntegerField(null=True, blank=True)
+    occurred_at = models.DateTimeField()
+    routed_at = models.DateTimeField(db_default=models.Func(function="now"))
+    data = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.event_type}"
+
+
+class EventSubscription(models.Model):
+    """A URL that receives events (the ones in ``event_types``; empty: all), signed with
+    ``secret``. ``cursor`` is the last event it acknowledged; the next batch starts after."""
+
+    name = models.CharField(max_length=200)
+    url = models.URLField(max_length=2000)
+    secret = SecretField(help_text="Signs each delivery (HMAC-SHA256); shown once, at creation.")
+    event_types = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    active = models.BooleanField(default=True)
+    paused_reason = models.CharField(max_length=500, blank=True)
+    cursor = models.BigIntegerField(default=0)
+    # Set by the first failed delivery of the current run of failures; cleared on success.
+    failing_since = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(db_default=models.Func(function="now"))
+    last_error = models.CharField(max_length=500, blank=True)
+    last_delivered_at = models.DateTimeField(null=True, blank=True)
+    delivered_total = models.BigIntegerField(default=0)
+    api_key = models.ForeignKey(
+        ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "event subscription"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EventDeadLetter(models.Model):
+    """An event a subscription could not take for ``EVENTS_RETRY_FOR``: set aside so the
+    events after it flow, kept for a replay."""
+
+    subscription = models.ForeignKey(
+        EventSubscription, on_delete=models.CASCADE, related_name="dead_letters"
+    )
+    event = models.ForeignKey(Event, on_delete=models.CASCADE, related_name="+")
+    failed_at = models.DateTimeField(auto_now_add=True)
+    attempts = models.PositiveIntegerField()
+    last_error = models.CharField(max_length=500, blank=True)
+    replayed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subscription", "event"], name="event_dead_letter_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subscription_id} {self.event_id}"

@@ -185,9 +185,31 @@ OPT_OUT_KEYWORDS = env_list(
 # --- transactional API (delivery/api) --------------------------------------------------------
 # Largest request body accepted; a template send with every parameter is a few KiB.
 API_MAX_BODY_BYTES = env_int("API_MAX_BODY_BYTES", 64 * 1024, minimum=1024, maximum=1024 * 1024)
+# Largest POST /api/v1/contacts body: 10,000 contacts with a few attributes each are
+# 1-3 MiB of JSON.
+API_CONTACTS_MAX_BODY_BYTES = env_int(
+    "API_CONTACTS_MAX_BODY_BYTES", 8 * 1024 * 1024, minimum=1024, maximum=64 * 1024 * 1024
+)
 # Requests per second one API key may make unless the key sets its own quota.
 API_DEFAULT_REQUESTS_PER_SECOND = env_int("API_DEFAULT_REQUESTS_PER_SECOND", 50, minimum=1)
+
 # --- end transactional API -------------------------------------------------------------------
+
+# --- events out (delivery/events) ------------------------------------------------------------
+# Batches of up to EVENTS_BATCH_SIZE events per POST, each
+# POST given EVENTS_TIMEOUT_S; a failing subscription is retried with exponential backoff
+# (EVENTS_BACKOFF_BASE_S doubling to EVENTS_BACKOFF_MAX_S, full jitter), paused after
+# failing for EVENTS_PAUSE_AFTER_S (0: never), and an event it has not taken within
+# EVENTS_RETRY_FOR_S of happening is dead-lettered. Delivered events are kept
+# EVENTS_RETAIN_DAYS for replays.
+EVENTS_BATCH_SIZE = env_int("EVENTS_BATCH_SIZE", 500, minimum=1, maximum=10_000)
+EVENTS_TIMEOUT_S = env_float("EVENTS_TIMEOUT_S", 10.0, minimum=0.1)
+EVENTS_BACKOFF_BASE_S = env_float("EVENTS_BACKOFF_BASE_S", 1.0, minimum=0.01)
+EVENTS_BACKOFF_MAX_S = env_float("EVENTS_BACKOFF_MAX_S", 600.0, minimum=0.01)
+EVENTS_PAUSE_AFTER_S = env_float("EVENTS_PAUSE_AFTER_S", 3600.0, minimum=0)
+EVENTS_RETRY_FOR_S = env_float("EVENTS_RETRY_FOR_S", 86400.0, minimum=1)
+EVENTS_RETAIN_DAYS = env_int("EVENTS_RETAIN_DAYS", 7, minimum=1)
+# --- end events out --------------------------------------------------------------------------
 
 # --- engagement: tracked links, conversions (delivery/engagement) ----------------------------
 # Tracked links: the public base URL whatsblast answers clicks at (its /c/ path behind

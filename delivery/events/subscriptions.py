@@ -1,0 +1,106 @@
+"""Subscriptions: create one (its secret returned once), pause, resume, delete, and replay
+its dead letters."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from delivery.events.deliverer import body_of, post_signed
+from delivery.events.types import event_types_errors
+from delivery.models import ApiKey, Event, EventDeadLetter, EventSubscription
+
+SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix of a generated secret, not one)
+
+
+def url_errors(url: str) -> str | None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "An http:// or https:// URL with a host."
+    if len(url) > 2000:
+        return "At most 2,000 characters."
+    return None
+
+
+def subscription_create(
+    *,
+    name: str,
+    url: str,
+    event_types: list[str] | None = None,
+    api_key: ApiKey | None = None,
+    from_now: bool = True,
+) -> tuple[EventSubscription, str]:
+    """A subscription and its signing secret (shown once). It receives events from now on
+    (``from_now``), not the backlog other subscriptions already have."""
+    errors: dict[str, str] = {}
+    if not name.strip():
+        errors["name"] = "A subscription needs a name."
+    url_error = url_errors(url)
+    if url_error:
+        errors["url"] = url_error
+    types_error = event_types_errors(event_types or [])
+    if types_error:
+        errors["event_types"] = types_error
+    if errors:
+        raise ValidationError(errors)
+    secret = SECRET_PREFIX + secrets.token_urlsafe(32)
+    with transaction.atomic():
+        last = Event.objects.order_by("-seq").values_list("seq", flat=True).first() or 0
+        subscription = EventSubscription.objects.create(
+            name=name.strip(),
+            url=url,
+            secret=secret,
+            event_types=sorted(set(event_types or [])),
+            api_key=api_key,
+            cursor=last if from_now else 0,
+        )
+    return subscription, secret
+
+
+def subscription_pause(*, subscription: EventSubscription, reason: str = "paused by hand") -> None:
+    EventSubscription.objects.filter(pk=subscription.pk).update(active=False, paused_reason=reason)
+
+
+def subscription_resume(*, subscription: EventSubscription) -> None:
+    """Deliveries start again at once, from where the subscription stopped."""
+    EventSubscription.objects.filter(pk=subscription.pk).update(
+        active=True,
+        paused_reason="",
+        failing_since=None,
+        attempts=0,
+        next_attempt_at=timezone.now(),
+    )
+
+
+@dataclass(frozen=True)
+class Replay:
+    events: int
+    error: str  # "" when the receiver took them
+
+
+def dead_letters_replay(*, subscription: EventSubscription, ids: list[int] | None = None) -> Replay:
+    """Send the subscription's dead letters not yet replayed (or those ``ids``) again, in
+    order, in one signed batch, with their original event ids."""
+    letters = EventDeadLetter.objects.filter(subscription=subscription, replayed_at__isnull=True)
+    if ids is not None:
+        letters = letters.filter(pk__in=ids)
+    chosen = list(letters.select_related("event").order_by("event_id")[:1000])
+    if not chosen:
+        return Replay(0, "")
+    rows = [
+        (e.seq, e.event_id, e.event_type, e.message_id, e.occurred_at, e.data)
+        for e in (letter.event for letter in chosen)
+    ]
+    error = post_signed(subscription, body_of(subscription.pk, rows))
+    if error:
+        EventDeadLetter.objects.filter(pk__in=[x.pk for x in chosen]).update(last_error=error)
+    else:
+        EventDeadLetter.objects.filter(pk__in=[x.pk for x in chosen]).update(
+            replayed_at=timezone.now()
+        )
+    return Replay(len(chosen), error)

@@ -1,0 +1,75 @@
+"""The events worker's loop: route what committed, deliver what is due, prune now and then.
+
+It runs as its own process (``manage.py events``), beside the senders: nothing on the
+send path waits for it, and it holds no lock a sender takes (the outbox rows it deletes
+were written by committed transactions; routing serialises only routers).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from django.db import DatabaseError, close_old_connections
+
+from delivery.events.deliverer import (
+    BatchOutcome,
+    subscription_deliver_next,
+    subscriptions_wake_idle,
+)
+from delivery.events.router import events_prune, events_route
+
+logger = logging.getLogger(__name__)
+
+IDLE_SLEEP_S = 0.05
+PRUNE_EVERY_S = 60.0
+
+
+@dataclass
+class WorkerTotals:
+    routed: int = 0
+    delivered: int = 0
+    failed_batches: int = 0
+    dead_lettered: int = 0
+    outcomes: list[BatchOutcome] = field(default_factory=list)
+
+
+def events_pass(totals: WorkerTotals | None = None, *, max_batches: int = 50) -> WorkerTotals:
+    """One pass: route everything committed, then deliver up to ``max_batches`` batches."""
+    totals = totals or WorkerTotals()
+    while True:
+        moved = events_route()
+        totals.routed += moved
+        if moved == 0:
+            break
+        subscriptions_wake_idle()
+    for _ in range(max_batches):
+        outcome = subscription_deliver_next()
+        if outcome is None:
+            break
+        if outcome.delivered:
+            totals.delivered += outcome.events
+        else:
+            totals.failed_batches += 1
+        totals.dead_lettered += outcome.dead_lettered
+    return totals
+
+
+def events_loop(*, running: Callable[[], bool]) -> None:
+    last_prune = 0.0
+    while running():
+        try:
+            totals = events_pass()
+            if time.monotonic() - last_prune > PRUNE_EVERY_S:
+                events_prune()
+                last_prune = time.monotonic()
+        except DatabaseError as exc:
+            # PostgreSQL away: nothing was lost (the outbox and cursors are in it); wait.
+            logger.warning("events worker: database unavailable (%s); retrying", exc)
+            close_old_connections()
+            time.sleep(1.0)
+            continue
+        if totals.routed == 0 and totals.delivered == 0:
+            time.sleep(IDLE_SLEEP_S)
