@@ -195,6 +195,8 @@ class Command(BaseCommand):
                 *(["--with-scheduler"] if index == 0 else []),
             )  # fmt: skip
         group.manage("ticker", "ticker", "--every", "1")
+        # Idle until an event subscription exists (admin: Event subscriptions).
+        group.manage("events", "events")
         wait_for_http(f"{sim}/_sim/stats")
         wait_for_http(f"{web}/healthz")
         group.check()
