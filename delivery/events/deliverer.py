@@ -36,6 +36,8 @@ from delivery.models import Event, EventDeadLetter, EventSubscription
 logger = logging.getLogger(__name__)
 
 USER_AGENT = "whatsblast-events/1"
+# A subscription with nothing new looks again this soon (or when the router wakes it).
+IDLE_RECHECK_MS = 500
 _session = requests.Session()
 
 # The next batch: events after the cursor, of the types it wants, in line order.
@@ -132,7 +134,7 @@ def subscription_deliver_next(*, now: datetime | None = None) -> BatchOutcome | 
         if not rows:
             # Nothing new: look again shortly, or when the router moves events (wake_idle).
             EventSubscription.objects.filter(pk=subscription.pk).update(
-                next_attempt_at=timezone.now() + timedelta(milliseconds=200)
+                next_attempt_at=timezone.now() + timedelta(milliseconds=IDLE_RECHECK_MS)
             )
             return BatchOutcome(subscription.pk, 0, True)
         error = post_signed(subscription, body_of(subscription.pk, rows))
@@ -212,7 +214,12 @@ def _duration(delta: timedelta) -> str:
 
 def subscriptions_wake_idle() -> int:
     """New events are in line: subscriptions that are waiting only for events (not backing
-    off after a failure) are due now."""
-    return EventSubscription.objects.filter(
-        active=True, attempts=0, next_attempt_at__gt=timezone.now()
-    ).update(next_attempt_at=timezone.now())
+    off after a failure) are due now. One being delivered (its row locked for the POST) is
+    skipped, not waited for: it looks for more as soon as its batch is done."""
+    now = timezone.now()
+    idle = (
+        EventSubscription.objects.select_for_update(skip_locked=True)
+        .filter(active=True, attempts=0, next_attempt_at__gt=now)
+        .values("pk")
+    )
+    return EventSubscription.objects.filter(pk__in=idle).update(next_attempt_at=now)

@@ -29,6 +29,9 @@ class Receiver:
     mode: str = "ok"
     received: list[Received] = field(default_factory=list)
     refused_posts: int = 0
+    # When set, a POST signals ``entered`` and waits for ``hold`` before it is answered.
+    hold: threading.Event | None = None
+    entered: threading.Event = field(default_factory=threading.Event)
     _server: ThreadingHTTPServer | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -42,6 +45,9 @@ class Receiver:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if receiver.hold is not None:
+                    receiver.entered.set()
+                    receiver.hold.wait(10)
                 if receiver.mode == "error":
                     with receiver._lock:
                         receiver.refused_posts += 1

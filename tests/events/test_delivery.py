@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from delivery.events.deliverer import backoff_s
+from delivery.events.deliverer import backoff_s, subscription_deliver_next
 from delivery.events.router import events_route
 from delivery.events.signing import signature, signature_verify
 from delivery.events.subscriptions import (
@@ -169,3 +170,38 @@ def test_the_signature_a_receiver_checks() -> None:
     # A replay ten minutes later is refused.
     assert not signature_verify(secret="whsec_x", header=header, body=body, now=1_700_000_600)
     assert not signature_verify(secret="whsec_x", header="garbage", body=body)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_while_one_worker_posts_a_batch_another_skips_that_subscription() -> None:
+    """The subscription's row is locked for the whole batch: a second worker does not send
+    the same (or the next) batch beside it, so order holds with any number of workers."""
+    import threading
+    import time
+
+    from django.db import connection
+
+    release = threading.Event()
+    receiver = Receiver(hold=release).start()
+    try:
+        subscription_create(name="shop", url=receiver.url)
+        emit(3)
+        events_route()
+        first: list[Any] = []
+
+        def deliver() -> None:
+            first.append(subscription_deliver_next())
+            connection.close()
+
+        worker = threading.Thread(target=deliver)
+        worker.start()
+        assert receiver.entered.wait(10)
+        started = time.monotonic()
+        assert subscription_deliver_next() is None  # skipped, not waited for
+        assert time.monotonic() - started < 2
+        release.set()
+        worker.join(10)
+        assert first[0].delivered and first[0].events == 3
+    finally:
+        release.set()
+        receiver.stop()
