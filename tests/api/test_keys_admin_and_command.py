@@ -36,6 +36,16 @@ def test_create_as_json_and_with_all_numbers_and_a_quota(number) -> None:
     api_key = ApiKey.objects.get(pk=data["id"])
     assert api_key.all_numbers and api_key.requests_per_second == 5
     assert data["key"].startswith(f"wb_{data['prefix']}_")
+    assert api_key.scopes == ["send"]  # the default
+
+
+def test_create_with_scopes(number) -> None:
+    out, _ = run("create", "--name", "crm", "--scope", "contacts", "--scope", "read", "--json")
+    api_key = ApiKey.objects.get(pk=json.loads(out)["id"])
+    assert sorted(api_key.scopes) == ["contacts", "read"]
+    assert json.loads(run("list", "--json")[0])[0]["scopes"] == ["contacts", "read"]
+    with pytest.raises(CommandError):
+        run("create", "--name", "x", "--all-numbers", "--scope", "everything")
 
 
 @pytest.mark.parametrize(
@@ -63,7 +73,12 @@ def test_list_and_revoke(number) -> None:
 def test_the_admin_shows_a_new_key_once_in_a_message(admin_client, number) -> None:
     response = admin_client.post(
         "/admin/delivery/apikey/add/",
-        {"name": "checkout", "phone_numbers": [number.pk], "requests_per_second": ""},
+        {
+            "name": "checkout",
+            "scopes": ["send", "read"],
+            "phone_numbers": [number.pk],
+            "requests_per_second": "",
+        },
         follow=True,
     )
     assert response.status_code == 200
@@ -72,15 +87,18 @@ def test_the_admin_shows_a_new_key_once_in_a_message(admin_client, number) -> No
     assert len(keys) == 1
     api_key = api_key_authenticate(raw_key=keys[0])
     assert api_key is not None and list(api_key.phone_numbers.all()) == [number]
+    assert sorted(api_key.scopes) == ["read", "send"]
     change_page = admin_client.get(f"/admin/delivery/apikey/{api_key.pk}/change/")
     assert keys[0] not in change_page.content.decode()
     assert keys[0].split("_", 2)[2] not in change_page.content.decode()
 
 
 def test_the_admin_refuses_a_key_without_scope(admin_client) -> None:
-    response = admin_client.post("/admin/delivery/apikey/add/", {"name": "nothing"})
+    response = admin_client.post(
+        "/admin/delivery/apikey/add/", {"name": "nothing", "scopes": ["send"]}
+    )
     assert response.status_code == 200  # the form again, with the error
-    assert b"Choose the phone numbers" in response.content
+    assert b"needs its phone numbers" in response.content
     assert not ApiKey.objects.exists()
 
 

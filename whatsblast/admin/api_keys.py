@@ -10,19 +10,28 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from delivery.api.keys import api_key_issue, api_key_revoke
-from delivery.models import ApiKey
+from delivery.models import ApiKey, ApiScope
 
 
 class ApiKeyAdminForm(forms.ModelForm[ApiKey]):
+    scopes = forms.MultipleChoiceField(
+        choices=ApiScope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        initial=[ApiScope.SEND],
+        help_text="What the key may do. read: read contacts, lists, segments, templates, "
+        "campaigns and message status, and change nothing.",
+    )
+
     class Meta:
         model = ApiKey
-        fields = ("name", "phone_numbers", "all_numbers", "requests_per_second")
+        fields = ("name", "scopes", "phone_numbers", "all_numbers", "requests_per_second")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        if not cleaned.get("all_numbers") and not cleaned.get("phone_numbers"):
+        needs_numbers = {ApiScope.SEND, ApiScope.CAMPAIGNS} & set(cleaned.get("scopes") or [])
+        if needs_numbers and not cleaned.get("all_numbers") and not cleaned.get("phone_numbers"):
             raise forms.ValidationError(
-                "Choose the phone numbers this key may use, or tick all numbers."
+                "A key that sends or runs campaigns needs its phone numbers, or all numbers."
             )
         return cleaned
 
@@ -35,6 +44,7 @@ class ApiKeyAdmin(admin.ModelAdmin[ApiKey]):
     list_display = (
         "name",
         "prefix",
+        "scopes",
         "all_numbers",
         "requests_per_second",
         "created_at",

@@ -1,4 +1,4 @@
-"""manage.py apikey create|revoke|list: keys for the transactional API (/api/v1/)."""
+"""manage.py apikey create|revoke|list: keys for the API (/api/v1/), each with its scopes."""
 
 from __future__ import annotations
 
@@ -8,16 +8,16 @@ from typing import Any
 from django.core.management.base import CommandError, CommandParser
 
 from delivery.api.keys import api_key_create, api_key_revoke
-from delivery.models import ApiKey
+from delivery.models import ApiKey, ApiScope
 from whatsblast.management.base import SubcommandCommand
 
 
 class Command(SubcommandCommand):
-    help = "API keys for the transactional API."
+    help = "API keys for /api/v1 (scopes: send, contacts, campaigns, read)."
     subcommands = {
         "create": "Create a key; prints it once on stdout (only its hash is stored).",
         "revoke": "Revoke a key at once.",
-        "list": "List keys: id, prefix, name, scope, quota, last use, revoked.",
+        "list": "List keys: id, prefix, name, scopes, numbers, quota, last use, revoked.",
     }
 
     def add_create_arguments(self, parser: CommandParser) -> None:
@@ -35,6 +35,13 @@ class Command(SubcommandCommand):
         parser.add_argument(
             "--rps", type=int, default=None, help="request quota per second (default: setting)"
         )
+        parser.add_argument(
+            "--scope",
+            action="append",
+            choices=ApiScope.values,
+            default=None,
+            help="what the key may do (repeatable; default send): send, contacts, campaigns, read",
+        )
         parser.add_argument("--json", action="store_true", help="print id, prefix and key as JSON")
 
     def handle_create(self, options: dict[str, Any]) -> None:
@@ -43,6 +50,7 @@ class Command(SubcommandCommand):
             phone_number_ids=options["number"],
             all_numbers=options["all_numbers"],
             requests_per_second=options["rps"],
+            scopes=options["scope"] or [ApiScope.SEND],
         )
         if options["json"]:
             self.stdout.write(
@@ -76,6 +84,7 @@ class Command(SubcommandCommand):
                 "numbers": "all"
                 if key.all_numbers
                 else sorted(n.phone_number_id for n in key.phone_numbers.all()),
+                "scopes": list(key.scopes),
                 "requests_per_second": key.requests_per_second,
                 "last_used_at": key.last_used_at.isoformat() if key.last_used_at else None,
                 "revoked_at": key.revoked_at.isoformat() if key.revoked_at else None,
@@ -89,5 +98,6 @@ class Command(SubcommandCommand):
             numbers = row["numbers"] if row["numbers"] == "all" else ",".join(row["numbers"])
             state = f"revoked {row['revoked_at']}" if row["revoked_at"] else "active"
             self.stdout.write(
-                f"{row['id']}\t{row['prefix']}\t{row['name']}\t{numbers or '-'}\t{state}"
+                f"{row['id']}\t{row['prefix']}\t{row['name']}\t{','.join(row['scopes'])}"
+                f"\t{numbers or '-'}\t{state}"
             )
