@@ -217,9 +217,10 @@ def subscriptions_wake_idle() -> int:
     off after a failure) are due now. One being delivered (its row locked for the POST) is
     skipped, not waited for: it looks for more as soon as its batch is done."""
     now = timezone.now()
-    idle = (
-        EventSubscription.objects.select_for_update(skip_locked=True)
-        .filter(active=True, attempts=0, next_attempt_at__gt=now)
-        .values("pk")
-    )
-    return EventSubscription.objects.filter(pk__in=idle).update(next_attempt_at=now)
+    with transaction.atomic():
+        idle = (
+            EventSubscription.objects.select_for_update(skip_locked=True)
+            .filter(active=True, attempts=0, next_attempt_at__gt=now)
+            .values("pk")
+        )
+        return EventSubscription.objects.filter(pk__in=idle).update(next_attempt_at=now)

@@ -20,16 +20,27 @@ CREATE FUNCTION wb_events_message() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     IF NOT wb_events_wanted() THEN RETURN NULL; END IF;
+    -- A status can be reached over the ones before it (one applied batch holds a message's
+    -- sent and delivered; a row in doubt is settled by a read receipt): each step passed
+    -- is its own event, in order, so a receiver always sees sent before delivered before
+    -- read. A failure is its own step.
     INSERT INTO delivery_eventoutbox (event_type, message_id, data)
-    SELECT 'message.' || n.status, n.id, jsonb_build_object(
+    SELECT 'message.' || step.status, n.id, jsonb_build_object(
         'message_id', n.id, 'kind', n.kind, 'campaign_id', n.campaign_id,
-        'contact_id', n.contact_id, 'to', n.to, 'wamid', n.wamid, 'status', n.status,
-        'error', CASE WHEN n.status = 'failed' THEN jsonb_build_object(
+        'contact_id', n.contact_id, 'to', n.to, 'wamid', n.wamid, 'status', step.status,
+        'error', CASE WHEN step.status = 'failed' THEN jsonb_build_object(
             'code', n.last_error_code, 'title', n.last_error_title) END)
     FROM new_rows n JOIN old_rows o ON o.id = n.id
-    WHERE n.status IS DISTINCT FROM o.status
-      AND n.status IN ('sent', 'delivered', 'read', 'failed')
-    ORDER BY n.id;
+    CROSS JOIN LATERAL (VALUES (1, 'sent'), (2, 'delivered'), (3, 'read'), (4, 'failed'))
+        AS step (ord, status)
+    WHERE n.status IS DISTINCT FROM o.status AND CASE step.status
+        WHEN 'sent' THEN n.status IN ('sent', 'delivered', 'read')
+            AND o.status NOT IN ('sent', 'delivered', 'read', 'failed')
+        WHEN 'delivered' THEN n.status IN ('delivered', 'read')
+            AND o.status NOT IN ('delivered', 'read')
+        WHEN 'read' THEN n.status = 'read'
+        ELSE n.status = 'failed' END
+    ORDER BY n.id, step.ord;
     RETURN NULL;
 END
 $$;

@@ -205,3 +205,15 @@ def test_while_one_worker_posts_a_batch_another_skips_that_subscription() -> Non
     finally:
         release.set()
         receiver.stop()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pass_outside_any_transaction_routes_wakes_and_delivers(receiver: Receiver) -> None:
+    """As the worker runs it: autocommit, no test transaction around it."""
+    subscription, _ = subscription_create(name="shop", url=receiver.url)
+    EventSubscription.objects.filter(pk=subscription.pk).update(
+        next_attempt_at=timezone.now() + timedelta(seconds=30)
+    )
+    emit(4)
+    totals = events_pass()
+    assert totals.routed == 4 and totals.delivered == 4  # woken at once, not in 30 s

@@ -80,12 +80,31 @@ def test_each_status_change_of_a_message_is_one_event_in_its_order() -> None:
     assert failed["campaign_id"] == campaign.pk and failed["to"] == other.to
 
 
+def test_a_status_reached_over_others_gives_each_step_in_order() -> None:
+    """One applied batch can take a message from sending to read: the receiver still gets
+    sent, delivered and read, in that order; a failed message that is then delivered gets
+    delivered only (it had been sent)."""
+    subscription_create(name="shop", url="http://127.0.0.1:1/hooks")
+    campaign = make_campaign()
+    jumped = make_message(campaign=campaign, status="sending", wamid="wamid.J1")
+    late = make_message(campaign=campaign, status="failed", wamid="wamid.J2")
+    status_updates_apply([update(jumped, "read")])
+    status_updates_apply([update(late, "delivered")])
+    assert [(t, m) for t, m, _ in outbox()] == [
+        ("message.sent", jumped.pk),
+        ("message.delivered", jumped.pk),
+        ("message.read", jumped.pk),
+        ("message.delivered", late.pk),
+    ]
+    assert [d["status"] for _, _, d in outbox()] == ["sent", "delivered", "read", "delivered"]
+
+
 def test_a_change_rolled_back_leaves_no_event() -> None:
     subscription_create(name="shop", url="http://127.0.0.1:1/hooks")
     message = make_message(campaign=make_campaign(), status="sending", wamid="wamid.B1")
     with pytest.raises(RuntimeError), transaction.atomic():
         status_updates_apply([update(message, "delivered")])
-        assert EventOutbox.objects.count() == 1
+        assert EventOutbox.objects.count() == 2  # sent, delivered
         raise RuntimeError("the transaction fails after the change")
     assert EventOutbox.objects.count() == 0
 
