@@ -936,3 +936,76 @@ def status_updates_apply(
     if newly_failed is not None:
         newly_failed.extend(NewlyFailed(*row) for row in jsonb_value(failed))
     return int(changed)
+
+
+# --- erasure ---------------------------------------------------------------------------------
+
+# One person erased (webhooks.erasure): their messages stay, so every count and report
+# still adds up, but nothing in them names the person.
+# - ``to`` becomes the erasure's placeholder, the same for all of the person's rows: a
+#   campaign still holds one row per recipient (the unique (campaign, to) holds, a person
+#   gets a campaign once), and reach and reports still count one person.
+# - The wamid becomes ``<placeholder>.<id>``: Meta's wamids carry the recipient's number
+#   (base64), so the real one must go; a placeholder rather than NULL, so a late status
+#   callback (which finds the row by its ``wb:<id>`` callback data) does not write the
+#   real one back (the applier fills only a NULL wamid), and the webhooks side rewrites
+#   the replies' context_wamid to the same value, so a tap is still placed on its message.
+# - The rendered params and the free-form text (names, codes, whatever was sent), Meta's
+#   wa_id (the number), the error details (Meta's prose may quote the number) and the
+#   request's Idempotency-Key and body hash (both derived from what the caller sent) are
+#   cleared; the status, times, prices, error codes and titles stay.
+# - The contact link is cut (the contact row is deleted next).
+# - A row still pending will never go out: it becomes ``skipped`` (to a placeholder it
+#   could not be sent). Rows in flight (sending, unknown) keep their status: their
+#   sender or the reconciler settles them.
+# Rows are found by the contact, and API sends (no contact) by their recipient among the
+# API's rows (the partial api_key index), as the customer page finds them; locked in id
+# order first (see ``_LOCK_SQL``).
+_ANONYMISE_SQL = f"""
+WITH erased AS (
+    SELECT id FROM delivery_message
+     WHERE contact_id = %(contact_id)s
+        OR (api_key_id IS NOT NULL AND "to" = ANY(%(recipients)s::text[]))
+     ORDER BY id
+       FOR UPDATE
+)
+UPDATE delivery_message AS m
+   SET "to" = %(placeholder)s,
+       contact_id = NULL,
+       wamid = CASE WHEN m.wamid IS NULL THEN NULL ELSE %(placeholder)s || '.' || m.id END,
+       wa_id = '',
+       params = '{{}}'::jsonb,
+       text = '',
+       last_error_details = '',
+       error_history = CASE WHEN jsonb_typeof(m.error_history) = 'array' THEN (
+           SELECT COALESCE(jsonb_agg(
+                      CASE WHEN jsonb_typeof(h.entry) = 'object' THEN h.entry - 'details'
+                           ELSE h.entry END
+                      ORDER BY h.n), '[]'::jsonb)
+             FROM jsonb_array_elements(m.error_history) WITH ORDINALITY AS h(entry, n)
+       ) ELSE '[]'::jsonb END,
+       idempotency_key = NULL,
+       request_sha256 = '',
+       status = CASE WHEN m.status = '{S.PENDING}' THEN '{S.SKIPPED}' ELSE m.status END,
+       skip_reason = CASE WHEN m.status = '{S.PENDING}' THEN %(reason)s ELSE m.skip_reason END
+  FROM erased AS e
+ WHERE m.id = e.id
+"""  # noqa: S608
+
+
+def messages_anonymise(
+    *, contact_id: int, recipients: Sequence[str], placeholder: str, reason: str
+) -> int:
+    """The person's messages (the contact's, and API sends to ``recipients``) kept for the
+    counts with nothing that names them: ``to`` becomes ``placeholder``, a wamid
+    ``<placeholder>.<id>``; pending rows are skipped for ``reason``. How many rows."""
+    with transaction.atomic():
+        return _run(
+            _ANONYMISE_SQL,
+            {
+                "contact_id": contact_id,
+                "recipients": list(recipients),
+                "placeholder": placeholder,
+                "reason": reason[:200],
+            },
+        )
