@@ -10,6 +10,7 @@ from whatsblast.admin import (  # noqa: F401 - imported for their registrations
     contacts,
     conversions,
     dead_letters,
+    event_subscriptions,
     messages,
     numbers,
     segments,

@@ -3,8 +3,8 @@
 - **Marketing** uploads contacts and manages lists, segments and contacts, reads templates,
   numbers, messages and the rate card (prices are the operators' to change), creates,
   edits and launches campaigns.
-- **Support** reads messages, campaigns, contacts, segments and webhook records, and
-  decides dead letters (requeue, discard).
+- **Support** reads messages, campaigns, contacts, segments, webhook records and event
+  subscriptions (with their dead letters), and decides dead letters (requeue, discard).
 - **Operators** hold every permission of the project's apps: numbers, accounts, API keys,
   templates, the queue dashboard and all of the above. Users and groups stay with
   superusers.
@@ -81,6 +81,8 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...] | str] = {
         *_model("webhooks.unmatchedstatus", VIEW),
         *_model("webhooks.inboundmessage", VIEW),
         *_model("webhooks.asyncerror", VIEW),
+        # Reads event subscriptions and their dead letters; pause, resume, replay: Operators.
+        *_model("delivery.eventsubscription", VIEW),
     ),
     OPERATORS: ALL,
 }

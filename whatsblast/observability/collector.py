@@ -32,7 +32,12 @@ from delivery.engagement.clicks import CLICK_OUTCOMES, CLICKS_KEY
 from delivery.engine.ratelimit import TokenBucket
 from webhooks import metrics as webhook_metrics
 from whatsblast.core.redis import get_redis
-from whatsblast.observability.queries import DatabaseSnapshot, database_snapshot
+from whatsblast.observability.queries import (
+    DatabaseSnapshot,
+    EventsSnapshot,
+    database_snapshot,
+    events_snapshot,
+)
 from whatsblast.observability.readiness import describe_error, workers_alive
 
 logger = logging.getLogger(__name__)
@@ -71,6 +76,17 @@ class EngineCollector:
         up.add_metric(["postgres"], 1 if snapshot else 0)
         if snapshot is not None:
             yield from database_metrics(snapshot)
+        if snapshot is not None:
+            # PostgreSQL answered: the events' queries run apart, so a subscription far
+            # behind can fail only its own gauges (source "events").
+            events: EventsSnapshot | None = None
+            try:
+                events = events_snapshot()
+            except Exception as exc:
+                logger.warning("metrics: event gauges failed: %s", describe_error(exc))
+            up.add_metric(["events"], 0 if events is None else 1)
+            if events is not None:
+                yield from events_metrics(events)
         try:
             families = list(redis_metrics(get_redis(), snapshot))
         except (redis.RedisError, OSError) as exc:
@@ -137,6 +153,28 @@ def database_metrics(snap: DatabaseSnapshot) -> Iterator[Metric]:
         value=snap.webhook_unmatched_waiting,
     )
     yield from _number_metrics(snap)
+
+
+def events_metrics(snap: EventsSnapshot) -> Iterator[Metric]:
+    yield GaugeMetricFamily(
+        "whatsblast_event_subscriptions_paused",
+        "Event subscriptions paused (by hand, or after failing for EVENTS_PAUSE_AFTER_S)",
+        value=snap.paused,
+    )
+    backlog = GaugeMetricFamily(
+        "whatsblast_events_backlog",
+        "Events waiting for each subscription (after its cursor, of its types)",
+        labels=["subscription", "subscription_id"],
+    )
+    for row in snap.subscriptions:
+        backlog.add_metric([row.name, str(row.subscription_id)], row.backlog)
+    yield backlog
+    yield GaugeMetricFamily(
+        "whatsblast_events_oldest_waiting_seconds",
+        "Age of the oldest event an active subscription has not taken yet, or not routed "
+        "yet (0: none)",
+        value=snap.oldest_waiting_s,
+    )
 
 
 def _in_doubt_metrics(snap: DatabaseSnapshot) -> Iterator[Metric]:

@@ -81,6 +81,35 @@ SELECT p.phone_number_id, p.display_phone_number, p.rate_per_second,
 """
 
 
+# Each event subscription and how far behind it is. Backlog: for a subscription to every
+# type, the events after its cursor are exactly newest seq - cursor (seq has no gaps above
+# any cursor: the router numbers events one after another and pruning stays below every
+# cursor); for one to some types, a count of its types after the cursor. The oldest
+# waiting event is the first of its types after the cursor. Both walk delivery_event's
+# primary key from the cursor, as the deliverer's own batch query does several times a
+# second; a subscription keeping up reads a handful of rows.
+_EVENT_SUBSCRIPTIONS_SQL = """
+SELECT s.id, s.name, s.active,
+       CASE WHEN cardinality(s.event_types) = 0 THEN greatest(newest.seq - s.cursor, 0)
+            ELSE (SELECT count(*) FROM delivery_event e
+                   WHERE e.seq > s.cursor AND e.event_type = ANY(s.event_types))
+       END AS backlog,
+       (SELECT extract(epoch FROM now() - e.occurred_at) FROM delivery_event e
+         WHERE e.seq > s.cursor
+           AND (cardinality(s.event_types) = 0 OR e.event_type = ANY(s.event_types))
+         ORDER BY e.seq LIMIT 1) AS oldest_age
+  FROM delivery_eventsubscription s,
+       (SELECT coalesce(max(seq), 0) AS seq FROM delivery_event) AS newest
+ ORDER BY s.id
+"""
+
+# Events committed but not routed yet wait for every subscription: the outbox's first row
+# (its primary key) is the oldest. A growing age means no events worker is running.
+_EVENT_OUTBOX_SQL = """
+SELECT extract(epoch FROM now() - occurred_at) FROM delivery_eventoutbox ORDER BY id LIMIT 1
+"""
+
+
 @dataclass(frozen=True)
 class CampaignBacklog:
     campaign_id: int
@@ -118,6 +147,32 @@ class DatabaseSnapshot:
     webhook_oldest_pending_age_s: float = 0.0
     webhook_unmatched_waiting: int = 0
     numbers: list[NumberRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SubscriptionBacklog:
+    subscription_id: int
+    name: str
+    active: bool
+    backlog: int
+    oldest_waiting_s: float | None
+
+
+@dataclass
+class EventsSnapshot:
+    subscriptions: list[SubscriptionBacklog] = field(default_factory=list)
+    outbox_oldest_s: float | None = None
+
+    @property
+    def paused(self) -> int:
+        return sum(1 for s in self.subscriptions if not s.active)
+
+    @property
+    def oldest_waiting_s(self) -> float:
+        """The longest any event has waited for an active subscription (or to be routed)."""
+        ages = [s.oldest_waiting_s for s in self.subscriptions if s.active]
+        ages.append(self.outbox_oldest_s)
+        return max((max(age, 0.0) for age in ages if age is not None), default=0.0)
 
 
 def _float(value: Any) -> float | None:
@@ -158,4 +213,21 @@ def database_snapshot() -> DatabaseSnapshot:
             NumberRow(str(pnid), display, int(rate), float(reserve), quality, str(waba), tier)
             for pnid, display, rate, reserve, quality, waba, tier in cursor.fetchall()
         ]
+    return snap
+
+
+def events_snapshot() -> EventsSnapshot:
+    """The event subscriptions' gauges, in a transaction of their own: a subscription far
+    behind cannot make the rest of the scrape time out."""
+    snap = EventsSnapshot()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL statement_timeout = {int(STATEMENT_TIMEOUT_MS)}")
+        cursor.execute(_EVENT_SUBSCRIPTIONS_SQL)
+        snap.subscriptions = [
+            SubscriptionBacklog(int(sid), str(name), bool(active), int(backlog), _float(age))
+            for sid, name, active, backlog, age in cursor.fetchall()
+        ]
+        cursor.execute(_EVENT_OUTBOX_SQL)
+        row = cursor.fetchone()
+        snap.outbox_oldest_s = _float(row[0]) if row else None
     return snap
