@@ -44,7 +44,8 @@ _session = requests.Session()
 _BATCH_SQL = """
 SELECT seq, event_id, event_type, message_id, occurred_at, data
 FROM delivery_event
-WHERE seq > %(cursor)s AND (cardinality(%(types)s::varchar[]) = 0 OR event_type = ANY(%(types)s))
+WHERE seq > %(cursor)s AND seq <= %(highest)s
+  AND (cardinality(%(types)s::varchar[]) = 0 OR event_type = ANY(%(types)s))
 ORDER BY seq
 LIMIT %(limit)s
 """
@@ -122,31 +123,42 @@ def subscription_deliver_next(*, now: datetime | None = None) -> BatchOutcome | 
         if subscription is None:
             return None
         with connection.cursor() as cursor:
+            # Every event up to the highest seq is committed (the router writes whole
+            # batches), so what the batch did not find below it, the subscription does not
+            # want: its cursor may pass it, and a subscription to rare types does not scan
+            # the same range again and again (nor hold back pruning).
+            cursor.execute("SELECT COALESCE(MAX(seq), 0) FROM delivery_event")
+            (highest,) = cursor.fetchone()
             cursor.execute(
                 _BATCH_SQL,
                 {
                     "cursor": subscription.cursor,
+                    "highest": highest,
                     "types": list(subscription.event_types),
                     "limit": settings.EVENTS_BATCH_SIZE,
                 },
             )
             rows = cursor.fetchall()
+        passed = highest if len(rows) < settings.EVENTS_BATCH_SIZE else rows[-1][0]
         if not rows:
             # Nothing new: look again shortly, or when the router moves events (wake_idle).
             EventSubscription.objects.filter(pk=subscription.pk).update(
-                next_attempt_at=timezone.now() + timedelta(milliseconds=IDLE_RECHECK_MS)
+                cursor=max(subscription.cursor, passed),
+                next_attempt_at=timezone.now() + timedelta(milliseconds=IDLE_RECHECK_MS),
             )
             return BatchOutcome(subscription.pk, 0, True)
         error = post_signed(subscription, body_of(subscription.pk, rows))
         if not error:
-            return _delivered(subscription, rows)
+            return _delivered(subscription, rows, passed)
         return _failed(subscription, rows, error, now or timezone.now())
 
 
-def _delivered(subscription: EventSubscription, rows: list[tuple[Any, ...]]) -> BatchOutcome:
+def _delivered(
+    subscription: EventSubscription, rows: list[tuple[Any, ...]], passed: int
+) -> BatchOutcome:
     now = timezone.now()
     EventSubscription.objects.filter(pk=subscription.pk).update(
-        cursor=rows[-1][0],
+        cursor=max(rows[-1][0], passed),
         failing_since=None,
         attempts=0,
         next_attempt_at=now,

@@ -19,7 +19,11 @@ SECRET_PREFIX = "whsec_"  # noqa: S105 (the prefix of a generated secret, not on
 
 
 def url_errors(url: str) -> str | None:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a port that is not a number)
+    except ValueError:
+        return "An http:// or https:// URL with a host."
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return "An http:// or https:// URL with a host."
     if len(url) > 2000:

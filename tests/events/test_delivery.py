@@ -21,7 +21,7 @@ from delivery.events.subscriptions import (
     subscription_resume,
 )
 from delivery.events.worker import events_pass
-from delivery.models import EventDeadLetter, EventOutbox, EventSubscription
+from delivery.models import Event, EventDeadLetter, EventOutbox, EventSubscription
 from tests.events.receiver import Receiver
 
 pytestmark = pytest.mark.django_db
@@ -67,6 +67,11 @@ def test_only_the_types_asked_for(receiver: Receiver) -> None:
     EventOutbox.objects.create(event_type="reply.received", data={"text": "hi"})
     events_pass()
     assert [e["type"] for e in receiver.events()] == ["reply.received"]
+    # Past what it does not want too, so a quiet type does not rescan the same range.
+    emit(5)
+    events_pass()
+    subscription = EventSubscription.objects.get()
+    assert subscription.cursor == Event.objects.order_by("-seq").first().seq  # type: ignore[union-attr]
 
 
 def test_a_subscription_made_later_starts_from_then(receiver: Receiver) -> None:

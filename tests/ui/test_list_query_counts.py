@@ -32,7 +32,7 @@ from campaigns.models import (
     Segment,
     Template,
 )
-from delivery.models import ApiKey, DeadLetter, Message, SupportAction
+from delivery.models import ApiKey, DeadLetter, EventSubscription, Message, SupportAction
 from tests.ui.support import role_user
 from webhooks.models import AsyncError, InboundMessage, UnmatchedStatus, WebhookEvent
 from whatsblast.auth.roles import MARKETING, SUPPORT
@@ -177,6 +177,16 @@ def build_apikeys() -> None:
     )
 
 
+def build_event_subscriptions() -> None:
+    _bulk(
+        EventSubscription,
+        (
+            EventSubscription(name=f"s{i}", url=f"https://hooks.example/{i}", secret="whsec_x")
+            for i in range(ROWS)
+        ),
+    )
+
+
 def build_webhookevents() -> None:
     _bulk(
         WebhookEvent,
@@ -311,6 +321,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "delivery.message": lambda: _messages(ROWS),
     "delivery.deadletter": build_deadletters,
     "delivery.apikey": build_apikeys,
+    "delivery.eventsubscription": build_event_subscriptions,
     "delivery.conversion": build_conversions,
     "webhooks.webhookevent": build_webhookevents,
     "webhooks.unmatchedstatus": build_unmatchedstatuses,
