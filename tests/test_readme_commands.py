@@ -10,8 +10,8 @@ on the test database and Redis with DEBUG on and the SECRET_KEY of the local set
 the demo writes (``./.env``, here a copy under the test's directory). The commands are run
 the way a person types them in another shell: neither DEBUG nor SECRET_KEY set, so they
 find both in that file. Each must exit 0 without a traceback. Commands that serve until
-stopped (a worker, the ticker, the simulator) must come up, stay up and stop cleanly on
-SIGTERM.
+stopped (a worker, the ticker, the events worker, the simulator) must come up, stay up and
+stop cleanly on SIGTERM.
 
 How a README line becomes commands (``expand``):
 
@@ -61,7 +61,7 @@ COMMAND_START = re.compile(
 # Run by CI, each as its own job (see the module's docstring).
 RUN_BY_CI = frozenset({("make", "demo"), ("make", "test")})
 # Commands that serve until stopped.
-SERVERS = frozenset({"rqworker", "ticker", "simulator", "runserver"})
+SERVERS = frozenset({"rqworker", "ticker", "events", "simulator", "runserver"})
 # Upper-case words the README uses as values, not placeholders.
 LITERALS = frozenset({"MARKETING", "UTILITY", "AUTHENTICATION", "BR", "US"})
 SERVER_UP_S = 4.0
