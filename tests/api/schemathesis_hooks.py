@@ -50,3 +50,145 @@ def map_case(context: Any, case: Any) -> Any:
         "template": {**TEMPLATE, "params": {"body": [_first_body_param(body)]}},
     }
     return case
+
+
+# --- campaigns --------------------------------------------------------------------------------
+
+# The contact list a positive POST /campaigns is pointed at: the live server's fixture makes
+# it (a campaign's audience must exist; without the list these creates are answered 422).
+FUZZ_LIST = "fuzz"
+
+
+@schemathesis.hook("map_case")
+def campaigns_map_case(context: Any, case: Any) -> Any:
+    """/campaigns cases the API could never accept, made ones it can.
+
+    - ``POST /campaigns``: the send hook above turns half of the positive bodies (every
+      campaign body has a ``phone_number_id``) into a message's, which schemathesis then
+      counts as negative; those are made a campaign's on the live number: the approved
+      ``otp`` template, its one parameter mapped, the fuzz list (positive again).
+    - a positive ``GET /campaigns``: a cursor is opaque (only one the API gave out is
+      valid), so a generated one is dropped.
+    - half of the positive cases on one campaign (``/campaigns/{id}...``), chosen by a hash
+      of the operation and the generated id, are pointed at a campaign the operation
+      applies to (read from ``GET /campaigns`` with the run's key, or made through the API
+      when there is none), so they get past 404 to the operation itself.
+    """
+    operation = case.operation
+    method = operation.method.upper()
+    number = os.environ.get("WB_FUZZ_PHONE_NUMBER_ID")
+    body = case.body
+    if method == "POST" and operation.path == "/campaigns" and number and _a_send(body):
+        case.body = {
+            "name": "fuzz",
+            "phone_number_id": number,
+            "template": TEMPLATE,
+            "mapping": {"body": {"1": {"value": _first_body_param(body)}}},
+            "audience": {"lists": [FUZZ_LIST]},
+        }
+        return case
+    meta = case.meta
+    if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
+        return case
+    if method == "GET" and operation.path == "/campaigns" and isinstance(case.query, dict):
+        case.query = {k: v for k, v in case.query.items() if k != "cursor"}
+    generated = (case.path_parameters or {}).get("id")
+    if operation.path.startswith("/campaigns/{id}") and isinstance(generated, int):
+        pick = zlib.crc32(f"{method} {operation.path} {generated}".encode())
+        if pick % 2 == 0:
+            action = operation.path.rsplit("/", 1)[-1]
+            found = _campaign_for(operation.base_url, case.headers or {}, action, pick // 2)
+            if found is not None:
+                case.path_parameters = {**case.path_parameters, "id": found}
+    return case
+
+
+# The statuses each transition applies to, and the transitions that bring a new draft
+# there: a case is pointed at such a campaign (made when there is none), so it reaches the
+# transition, not only its 404 or 409.
+_APPLIES = {
+    "launch": ("draft", "scheduled", "running"),
+    "pause": ("scheduled", "running", "paused"),
+    "resume": ("paused", "running"),
+    "cancel": ("draft", "scheduled", "running", "paused"),
+}
+_STEPS = {"pause": ("launch",), "resume": ("launch", "pause")}
+
+
+def _campaign_for(base_url: str, headers: dict[str, Any], action: str, pick: int) -> int | None:
+    """A campaign ``action`` applies to (any, for a read): one of the run's key's, or a new
+    one on the live number (the fuzz list, the ``otp`` template); None when neither can be."""
+    import requests  # here, so this part only appends to the module
+
+    auth = headers.get("Authorization")
+    number = os.environ.get("WB_FUZZ_PHONE_NUMBER_ID")
+    if not base_url or not auth:
+        return None
+    url = base_url.rstrip("/") + "/campaigns"
+    auth_only = {"Authorization": auth}
+    applies = _APPLIES.get(action)
+    try:
+        answer = requests.get(url, params={"limit": 1000}, headers=auth_only, timeout=10)
+        rows = answer.json()["data"] if answer.ok else []
+        ids = [int(r["id"]) for r in rows if applies is None or r["status"] in applies]
+        if ids:
+            return ids[pick % len(ids)]
+        if not number:
+            return None
+        body = {
+            "name": "fuzz",
+            "phone_number_id": number,
+            "template": TEMPLATE,
+            "mapping": {"body": {"1": {"value": "123456"}}},
+            "audience": {"lists": [FUZZ_LIST]},
+        }
+        created = requests.post(url, json=body, headers=auth_only, timeout=10)
+        if created.status_code != 201:
+            return None
+        campaign_id = int(created.json()["id"])
+        for step in _STEPS.get(action, ()):
+            requests.post(f"{url}/{campaign_id}/{step}", headers=auth_only, timeout=10)
+        return campaign_id
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None
+
+
+def _a_send(body: Any) -> bool:
+    """Whether ``body`` is the send the hook above made of a generated body."""
+    return (
+        isinstance(body, dict)
+        and set(body) == {"phone_number_id", "to", "template"}
+        and body["to"] == TO
+        and isinstance(body["template"], dict)
+        and "params" in body["template"]
+    )
+
+
+# --- contacts, lists, segments, templates -----------------------------------------------------
+
+# A rule any contacts table can run: it names no list or campaign that would have to exist.
+SEGMENT_RULES = {"field": "name", "op": "exists", "value": True}
+_LISTINGS = frozenset({"/contacts", "/lists", "/segments", "/templates"})
+
+
+@schemathesis.hook("map_case")
+def contacts_map_case(context: Any, case: Any) -> Any:
+    """Positive cases of the contacts half that the API could never accept, made ones it can.
+
+    - A listing's cursor is opaque (only one the API gave out is valid): a generated one is
+      dropped.
+    - ``POST /segments``: rules are checked against the rules contract and the lists and
+      campaigns that exist (422 otherwise), which JSON Schema cannot say: the generated
+      rules are replaced by a rule that holds, keeping the generated name and description.
+    """
+    operation = case.operation
+    meta = case.meta
+    if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
+        return case
+    method = operation.method.upper()
+    if method == "GET" and operation.path in _LISTINGS and isinstance(case.query, dict):
+        case.query = {k: v for k, v in case.query.items() if k != "cursor"}
+    body = case.body
+    if method == "POST" and operation.path == "/segments" and isinstance(body, dict):
+        case.body = {**body, "rules": SEGMENT_RULES}
+    return case
