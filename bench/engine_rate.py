@@ -45,7 +45,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from harness import django_setup, hot_tables_vacuum, process_env, sim_accepted_records
+from harness import (
+    bench_audience,
+    django_setup,
+    hot_tables_vacuum,
+    process_env,
+    sim_accepted_records,
+)
 
 django_setup()
 
@@ -58,9 +64,7 @@ from django.utils import timezone  # noqa: E402
 from campaigns.models import (  # noqa: E402
     BusinessAccount,
     Campaign,
-    Contact,
     ContactList,
-    ListMembership,
     PhoneNumber,
     Template,
 )
@@ -164,15 +168,7 @@ def _number(run: str, index: int, args: argparse.Namespace, sim: str) -> PhoneNu
 
 
 def _audience(name: str, size: int) -> ContactList:
-    contact_list = ContactList.objects.create(name=name)
-    first = Contact.objects.count()  # reruns and other campaigns get fresh people
-    contacts = Contact.objects.bulk_create(
-        (Contact(phone=f"+4930{first + i:010d}", name=f"B{i}") for i in range(size)),
-        batch_size=5000,
-    )
-    ListMembership.objects.bulk_create(
-        (ListMembership(contact_list=contact_list, contact=c) for c in contacts), batch_size=5000
-    )
+    contact_list: ContactList = bench_audience(name, size, phone_prefix="+4930", name_prefix="B")
     return contact_list
 
 

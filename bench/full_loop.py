@@ -37,7 +37,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness import ROOT, django_setup, hot_tables_vacuum, process_env, sim_accepted_records
+from harness import (
+    ROOT,
+    bench_audience,
+    django_setup,
+    hot_tables_vacuum,
+    process_env,
+    sim_accepted_records,
+)
 
 django_setup()
 
@@ -49,9 +56,6 @@ from django.core.management import call_command  # noqa: E402
 from campaigns.models import (  # noqa: E402
     BusinessAccount,
     Campaign,
-    Contact,
-    ContactList,
-    ListMembership,
     PhoneNumber,
     Template,
 )
@@ -156,15 +160,7 @@ def _campaign(run: str, args: argparse.Namespace, sim: str) -> Campaign:
         account=account, name="bench_promo", language="en_US", body_param_count=1
     )
     size = int(args.rate * args.seconds)
-    contact_list = ContactList.objects.create(name=f"bench-loop-{run}")
-    first = Contact.objects.count()
-    contacts = Contact.objects.bulk_create(
-        (Contact(phone=f"+4930{first + i:010d}", name=f"L{i}") for i in range(size)),
-        batch_size=5000,
-    )
-    ListMembership.objects.bulk_create(
-        (ListMembership(contact_list=contact_list, contact=c) for c in contacts), batch_size=5000
-    )
+    contact_list = bench_audience(f"bench-loop-{run}", size, phone_prefix="+4930", name_prefix="L")
     campaign = Campaign.objects.create(
         name=f"bench-loop-{run}",
         phone_number=number,

@@ -77,3 +77,23 @@ def hot_tables_vacuum() -> None:
     with connection.cursor() as cursor:
         for table in HOT_TABLES:
             cursor.execute(f"VACUUM (ANALYZE) {table}")
+
+
+def bench_audience(name: str, size: int, *, phone_prefix: str, name_prefix: str) -> Any:
+    """A contact list of ``size`` new contacts (numbers after every contact already there,
+    so reruns and other campaigns get fresh people). Call after ``django_setup``."""
+    from campaigns.models import Contact, ContactList, ListMembership
+
+    contact_list = ContactList.objects.create(name=name)
+    first = Contact.objects.count()
+    contacts = Contact.objects.bulk_create(
+        (
+            Contact(phone=f"{phone_prefix}{first + i:010d}", name=f"{name_prefix}{i}")
+            for i in range(size)
+        ),
+        batch_size=5000,
+    )
+    ListMembership.objects.bulk_create(
+        (ListMembership(contact_list=contact_list, contact=c) for c in contacts), batch_size=5000
+    )
+    return contact_list

@@ -157,11 +157,14 @@ def _delivered(
     subscription: EventSubscription, rows: list[tuple[Any, ...]], passed: int
 ) -> BatchOutcome:
     now = timezone.now()
+    # A short batch took everything there was: due again when the router wakes it (or
+    # shortly), not at once only to find nothing. A full one: the next may be waiting.
+    short = len(rows) < settings.EVENTS_BATCH_SIZE
     EventSubscription.objects.filter(pk=subscription.pk).update(
         cursor=max(rows[-1][0], passed),
         failing_since=None,
         attempts=0,
-        next_attempt_at=now,
+        next_attempt_at=now + timedelta(milliseconds=IDLE_RECHECK_MS if short else 0),
         last_error="",
         last_delivered_at=now,
         delivered_total=F("delivered_total") + len(rows),
