@@ -35,7 +35,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 HOOKS = "tests.api.schemathesis_hooks"
 ROOT = Path(__file__).resolve().parents[2]
-MAX_EXAMPLES = 50
+MAX_EXAMPLES = 30
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-import psycopg
 import pytest
 from django.db import connection, transaction
 from django.utils import timezone
@@ -187,13 +186,8 @@ def test_an_event_committed_late_with_a_lower_id_is_routed_after_those_before_it
     """Outbox ids are taken at insert; the router gives seq in commit order, so a cursor
     over seq never steps over an event that committed late."""
     subscription_create(name="shop", url="http://127.0.0.1:1/hooks")
-    settings_dict = connection.settings_dict
-    late = psycopg.connect(
-        host=settings_dict["HOST"],
-        port=settings_dict["PORT"] or 5432,
-        user=settings_dict["USER"],
-        dbname=settings_dict["NAME"],
-    )
+    # A second connection with Django's own parameters (host, socket, port, test database).
+    late = connection.get_new_connection(connection.get_connection_params())
     try:
         with late.cursor() as cursor:
             # Taken first (lower id), committed last.
