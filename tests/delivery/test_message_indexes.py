@@ -186,7 +186,9 @@ def plan_of(sql: str, params: Any, *, index_scans: bool = True) -> str:
             "a finished campaign's completion",
             completion._COMPLETE_SQL,
             {"campaign_id": 1},
-            "message_campaign_status_idx",
+            # The campaign's rows by status; the unique (campaign, recipient) index leads
+            # with the campaign too, and on a near-empty table the planner prices them alike.
+            "message_campaign_status_idx|message_unique_recipient_per_campaign",
         ),
         ("pending rows per campaign", queries._CAMPAIGNS_SQL, None, "message_pending_claim_idx"),
         ("pending transactional", queries._TRANSACTIONAL_SQL, None, "message_pending_txn_idx"),
