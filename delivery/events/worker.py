@@ -20,7 +20,7 @@ from delivery.events.deliverer import (
     subscription_deliver_next,
     subscriptions_wake_idle,
 )
-from delivery.events.router import events_prune, events_route
+from delivery.events.router import ROUTE_BATCH, events_prune, events_route
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +45,14 @@ class WorkerTotals:
 def events_pass(totals: WorkerTotals | None = None, *, max_batches: int = 50) -> WorkerTotals:
     """One pass: route everything committed, then deliver up to ``max_batches`` batches."""
     totals = totals or WorkerTotals()
+    routed = 0
     while True:
         moved = events_route()
-        totals.routed += moved
-        if moved == 0:
+        routed += moved
+        if moved < ROUTE_BATCH:  # all there was (a full batch: more may wait)
             break
+    if routed:
+        totals.routed += routed
         subscriptions_wake_idle()
     for _ in range(max_batches):
         outcome = subscription_deliver_next()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -59,6 +59,41 @@ def test_batches_are_signed_in_order_and_the_cursor_follows(receiver: Receiver) 
     assert receiver.all_signed(secret)
     subscription.refresh_from_db()
     assert subscription.cursor == events[-1]["sequence"] and subscription.delivered_total == 1200
+
+
+def test_each_event_arrives_whole_in_the_documented_shape(receiver: Receiver) -> None:
+    """The body is built by PostgreSQL: every field, escaping and times as documented."""
+    subscription_create(name="shop", url=receiver.url)
+    at = timezone.now().replace(microsecond=0)
+    text = 'a "quoted" reply\\ with\nnew lines, tabs\t and ✓ 🎉'
+    EventOutbox.objects.create(
+        event_type="reply.received", message_id=None, data={"text": text, "n": 1.5}
+    )
+    EventOutbox.objects.create(
+        event_type="message.read", message_id=42, data={"status": "read"}, occurred_at=at
+    )
+    events_pass()
+    (post,) = receiver.received
+    body = json.loads(post.body)
+    rows = list(Event.objects.order_by("seq"))
+    assert body == {
+        "subscription_id": body["subscription_id"],
+        "events": [
+            {
+                "id": str(row.event_id),
+                "type": row.event_type,
+                "sequence": row.seq,
+                "occurred_at": body["events"][i]["occurred_at"],
+                "message_id": row.message_id,
+                "data": row.data,
+            }
+            for i, row in enumerate(rows)
+        ],
+    }
+    assert body["events"][0]["data"]["text"] == text
+    assert body["events"][0]["message_id"] is None
+    times = [datetime.fromisoformat(e["occurred_at"]) for e in body["events"]]
+    assert times == [row.occurred_at for row in rows] and times[1] == at
 
 
 def test_only_the_types_asked_for(receiver: Receiver) -> None:

@@ -39,6 +39,8 @@ def test_the_documented_check_accepts_real_deliveries_and_refuses_tampering() ->
         receiver.stop()
     (post,) = receiver.received
     assert check(secret, post.signature, post.body)
-    assert not check(secret, post.signature, post.body.replace(b'"a":1', b'"a":2'))
+    tampered = post.body.replace(b'"message.sent"', b'"message.read"')
+    assert tampered != post.body
+    assert not check(secret, post.signature, tampered)
     assert not check("whsec_other", post.signature, post.body)
     assert not check(secret, "t=1,v1=" + post.signature.split("v1=")[1], post.body)
