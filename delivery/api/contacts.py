@@ -298,64 +298,53 @@ SELECT l.id, l.name FROM campaigns_contactlist AS l JOIN wanted AS w ON w.name =
 # ORDER BY the key: the inserts walk the unique index in order, and two writers touching
 # the same contacts take their row locks in the same order, so they wait for each other
 # instead of deadlocking.
-_UPSERT_SQL = """
+# One INSERT … ON CONFLICT per key (``phone``, ``user_id``): the same statement but for the
+# column it fills and the unique index it meets.
+_UPSERT_BY_KEY_SQL = """
+    INSERT INTO campaigns_contact AS c
+        (phone, user_id, name, attributes, opted_in_at, opted_out_reason,
+         created_at, updated_at)
+    SELECT {phone}, {user_id}, s.name, s.attributes,
+           CASE WHEN s.opted_in THEN now() END, '', now(), now()
+    FROM src AS s
+    WHERE s.{key} IS NOT NULL
+    ORDER BY s.{key}
+    ON CONFLICT ({key}) DO UPDATE SET
+        name = CASE WHEN EXCLUDED.name <> '' THEN EXCLUDED.name ELSE c.name END,
+        attributes = jsonb_strip_nulls(c.attributes || EXCLUDED.attributes),
+        opted_in_at = CASE
+            WHEN c.opted_in_at IS NULL AND c.opted_out_at IS NULL THEN EXCLUDED.opted_in_at
+            ELSE c.opted_in_at
+        END,
+        updated_at = CASE
+            WHEN (EXCLUDED.name <> '' AND EXCLUDED.name <> c.name)
+              OR jsonb_strip_nulls(c.attributes || EXCLUDED.attributes) <> c.attributes
+              OR (EXCLUDED.opted_in_at IS NOT NULL AND c.opted_in_at IS NULL
+                  AND c.opted_out_at IS NULL)
+            THEN EXCLUDED.updated_at
+            ELSE c.updated_at
+        END
+    RETURNING c.id, c.{key} AS key, (c.xmax = 0) AS inserted"""
+
+
+def _upsert_by(key: str) -> str:
+    return _UPSERT_BY_KEY_SQL.format(
+        key=key,
+        phone="s.phone" if key == "phone" else "NULL",
+        user_id="s.user_id" if key == "user_id" else "NULL",
+    )
+
+
+_UPSERT_SQL = f"""
 WITH src AS (
     SELECT s.phone, s.user_id, s.name, s.attributes, s.opted_in, s.lists
     FROM jsonb_to_recordset(%(rows)s::jsonb) AS s(
         phone text, user_id text, name text, attributes jsonb, opted_in boolean,
         lists bigint[])
 ),
-by_phone AS (
-    INSERT INTO campaigns_contact AS c
-        (phone, user_id, name, attributes, opted_in_at, opted_out_reason,
-         created_at, updated_at)
-    SELECT s.phone, NULL, s.name, s.attributes,
-           CASE WHEN s.opted_in THEN now() END, '', now(), now()
-    FROM src AS s
-    WHERE s.phone IS NOT NULL
-    ORDER BY s.phone
-    ON CONFLICT (phone) DO UPDATE SET
-        name = CASE WHEN EXCLUDED.name <> '' THEN EXCLUDED.name ELSE c.name END,
-        attributes = jsonb_strip_nulls(c.attributes || EXCLUDED.attributes),
-        opted_in_at = CASE
-            WHEN c.opted_in_at IS NULL AND c.opted_out_at IS NULL THEN EXCLUDED.opted_in_at
-            ELSE c.opted_in_at
-        END,
-        updated_at = CASE
-            WHEN (EXCLUDED.name <> '' AND EXCLUDED.name <> c.name)
-              OR jsonb_strip_nulls(c.attributes || EXCLUDED.attributes) <> c.attributes
-              OR (EXCLUDED.opted_in_at IS NOT NULL AND c.opted_in_at IS NULL
-                  AND c.opted_out_at IS NULL)
-            THEN EXCLUDED.updated_at
-            ELSE c.updated_at
-        END
-    RETURNING c.id, c.phone AS key, (c.xmax = 0) AS inserted
+by_phone AS ({_upsert_by("phone")}
 ),
-by_user_id AS (
-    INSERT INTO campaigns_contact AS c
-        (phone, user_id, name, attributes, opted_in_at, opted_out_reason,
-         created_at, updated_at)
-    SELECT NULL, s.user_id, s.name, s.attributes,
-           CASE WHEN s.opted_in THEN now() END, '', now(), now()
-    FROM src AS s
-    WHERE s.user_id IS NOT NULL
-    ORDER BY s.user_id
-    ON CONFLICT (user_id) DO UPDATE SET
-        name = CASE WHEN EXCLUDED.name <> '' THEN EXCLUDED.name ELSE c.name END,
-        attributes = jsonb_strip_nulls(c.attributes || EXCLUDED.attributes),
-        opted_in_at = CASE
-            WHEN c.opted_in_at IS NULL AND c.opted_out_at IS NULL THEN EXCLUDED.opted_in_at
-            ELSE c.opted_in_at
-        END,
-        updated_at = CASE
-            WHEN (EXCLUDED.name <> '' AND EXCLUDED.name <> c.name)
-              OR jsonb_strip_nulls(c.attributes || EXCLUDED.attributes) <> c.attributes
-              OR (EXCLUDED.opted_in_at IS NOT NULL AND c.opted_in_at IS NULL
-                  AND c.opted_out_at IS NULL)
-            THEN EXCLUDED.updated_at
-            ELSE c.updated_at
-        END
-    RETURNING c.id, c.user_id AS key, (c.xmax = 0) AS inserted
+by_user_id AS ({_upsert_by("user_id")}
 ),
 upserted AS (
     SELECT id, key, inserted FROM by_phone
@@ -371,7 +360,7 @@ memberships AS (
     ON CONFLICT (contact_list_id, contact_id) DO NOTHING
 )
 SELECT id, key, inserted FROM upserted
-"""
+"""  # noqa: S608 - built from constants: the key is "phone" or "user_id"
 
 # A new contact's proposed row is the inserted row, nulls and all (the conflict branch
 # strips them from what it merges): the few new contacts whose item held a null attribute
