@@ -292,12 +292,15 @@ def subscription_open(receiver: Receiver, run: str) -> Any:
     """A subscription to the receiver, from now on. Events an earlier run left in the
     outbox (one stopped before its worker routed them) are lined up first: a subscription
     starts after the highest routed event, and would otherwise get them."""
+    from django.test import override_settings
+
     from delivery.events.router import events_route
     from delivery.events.subscriptions import subscription_create
 
     while events_route():
         pass
-    subscription, secret = subscription_create(name=f"{PREFIX}-{run}", url=receiver.hooks)
+    with override_settings(EVENTS_ALLOW_PRIVATE_URLS=True):  # the receiver is on this machine
+        subscription, secret = subscription_create(name=f"{PREFIX}-{run}", url=receiver.hooks)
     receiver.control("/reset", {"secret": secret})
     return subscription
 
@@ -640,7 +643,10 @@ def part_delivery(run: str, args: argparse.Namespace, receiver: Receiver) -> dic
 
     from whatsblast.core.processes import ProcessGroup
 
-    group = ProcessGroup(Path(settings.DATA_DIR) / "bench-logs" / f"events-{run}", process_env())
+    group = ProcessGroup(
+        Path(settings.DATA_DIR) / "bench-logs" / f"events-{run}",
+        process_env(EVENTS_ALLOW_PRIVATE_URLS="1"),  # the receiver is on this machine
+    )
     off = trigger_cost(run, args.events)
     try:
         rounds = [delivery_round(run, w, args, receiver, group) for w in args.delivery_workers]
@@ -912,7 +918,7 @@ def part_send(run: str, args: argparse.Namespace, receiver: Receiver) -> dict[st
     sim_port, web_port = free_port(), free_port()
     sim, web = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{web_port}"
     logs = Path(settings.DATA_DIR) / "bench-logs" / f"events-{run}"
-    env = process_env(WHATSAPP_APP_SECRET=secret)
+    env = process_env(WHATSAPP_APP_SECRET=secret, EVENTS_ALLOW_PRIVATE_URLS="1")
     group = ProcessGroup(logs, env)
     web_group = ProcessGroup(
         logs,

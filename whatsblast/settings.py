@@ -209,6 +209,9 @@ EVENTS_BACKOFF_MAX_S = env_float("EVENTS_BACKOFF_MAX_S", 600.0, minimum=0.01)
 EVENTS_PAUSE_AFTER_S = env_float("EVENTS_PAUSE_AFTER_S", 3600.0, minimum=0)
 EVENTS_RETRY_FOR_S = env_float("EVENTS_RETRY_FOR_S", 86400.0, minimum=1)
 EVENTS_RETAIN_DAYS = env_int("EVENTS_RETAIN_DAYS", 7, minimum=1)
+# Receivers on loopback, private, link-local or reserved addresses are refused (at save and
+# at connect: delivery/events/destinations.py) unless this is on; on by default with DEBUG.
+EVENTS_ALLOW_PRIVATE_URLS = env_bool("EVENTS_ALLOW_PRIVATE_URLS", DEBUG)
 # --- end events out --------------------------------------------------------------------------
 
 # --- engagement: tracked links, conversions (delivery/engagement) ----------------------------

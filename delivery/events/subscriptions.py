@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from delivery.events.deliverer import body_of, post_signed
+from delivery.events.deliverer import EVENT_JSON_SQL, body_of, post_signed
+from delivery.events.destinations import host_refusal
 from delivery.events.types import event_types_errors
 from delivery.models import ApiKey, Event, EventDeadLetter, EventSubscription
 
@@ -28,6 +29,9 @@ def url_errors(url: str) -> str | None:
         return "An http:// or https:// URL with a host."
     if len(url) > 2000:
         return "At most 2,000 characters."
+    refusal = host_refusal(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+    if refusal:
+        return f"Events go to public addresses only: {refusal}."
     return None
 
 
@@ -93,18 +97,22 @@ def dead_letters_replay(*, subscription: EventSubscription, ids: list[int] | Non
     letters = EventDeadLetter.objects.filter(subscription=subscription, replayed_at__isnull=True)
     if ids is not None:
         letters = letters.filter(pk__in=ids)
-    chosen = list(letters.select_related("event").order_by("event_id")[:1000])
+    chosen = list(letters.order_by("event_id").values_list("pk", "event_id")[:1000])
     if not chosen:
         return Replay(0, "")
-    rows = [
-        (e.seq, e.event_id, e.event_type, e.message_id, e.occurred_at, e.data)
-        for e in (letter.event for letter in chosen)
-    ]
-    error = post_signed(subscription, body_of(subscription.pk, rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT string_agg({EVENT_JSON_SQL}, ',' ORDER BY e.seq) FROM delivery_event e"  # noqa: S608 - a constant
+            " WHERE e.seq = ANY(%s)",
+            [[seq for _, seq in chosen]],
+        )
+        (events_json,) = cursor.fetchone()
+    body = body_of(subscription.pk, events_json)
+    error = post_signed(subscription, body)
     if error:
-        EventDeadLetter.objects.filter(pk__in=[x.pk for x in chosen]).update(last_error=error)
+        EventDeadLetter.objects.filter(pk__in=[pk for pk, _ in chosen]).update(last_error=error)
     else:
-        EventDeadLetter.objects.filter(pk__in=[x.pk for x in chosen]).update(
+        EventDeadLetter.objects.filter(pk__in=[pk for pk, _ in chosen]).update(
             replayed_at=timezone.now()
         )
     return Replay(len(chosen), error)

@@ -128,11 +128,13 @@ def subscription_request_parse(data: dict[str, Any]) -> tuple[str, str, list[str
         errors["url"] = "Required: a string."
     elif not text_storable(url):
         errors["url"] = UNSTORABLE
-    elif len(url) > URL_MAX or not _URL.fullmatch(url) or url_errors(url):
+    elif len(url) > URL_MAX or not _URL.fullmatch(url):
         errors["url"] = (
             f"An http:// or https:// URL of at most {URL_MAX} characters: a host name or "
             "IPv4 address, an optional port, no spaces."
         )
+    elif url_error := url_errors(url):
+        errors["url"] = url_error
     types = data.get("event_types", [])
     types_error = event_types_errors(types)
     if types_error:
