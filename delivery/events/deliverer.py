@@ -26,7 +26,6 @@ from typing import Any
 import requests
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from delivery.events.destinations import checked_session
@@ -101,18 +100,16 @@ class Batch:
     events_json: str
 
 
-def post_signed(subscription: EventSubscription, body: bytes) -> str:
+def post_signed(url: str, secret: str, body: bytes) -> str:
     """POST ``body`` signed; "" when the receiver answered 2xx, else what went wrong."""
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        SIGNATURE_HEADER: signature(
-            secret=subscription.secret.reveal(), timestamp=int(time.time()), body=body
-        ),
+        SIGNATURE_HEADER: signature(secret=secret, timestamp=int(time.time()), body=body),
     }
     try:
         response = _session.post(
-            subscription.url,
+            url,
             data=body,
             headers=headers,
             timeout=settings.EVENTS_TIMEOUT_S,
@@ -134,72 +131,95 @@ def backoff_s(attempts: int) -> float:
     return random.uniform(0, ceiling)  # noqa: S311 (spreading retries, not a secret)
 
 
+# The subscription due first that no other worker is delivering, locked for the batch.
+# The worker's statements are written out: at a steady flow a pass is a handful of them,
+# and through the ORM building them cost the worker more than the events did.
+_CLAIM_SQL = """
+SELECT id, url, secret, cursor, event_types, attempts, failing_since
+FROM delivery_eventsubscription
+WHERE active AND next_attempt_at <= clock_timestamp()
+ORDER BY next_attempt_at
+LIMIT 1
+FOR UPDATE SKIP LOCKED
+"""
+
+# Nothing new for it: its cursor passes what it does not want; it looks again shortly.
+_IDLE_SQL = """
+UPDATE delivery_eventsubscription
+SET cursor = GREATEST(cursor, %(passed)s),
+    next_attempt_at = clock_timestamp() + %(recheck_ms)s * interval '1 millisecond'
+WHERE id = %(id)s
+"""
+
+# The receiver took the batch: the cursor passes it, the failure count clears.
+_DELIVERED_SQL = """
+UPDATE delivery_eventsubscription
+SET cursor = %(cursor)s, failing_since = NULL, attempts = 0, last_error = '',
+    next_attempt_at = clock_timestamp() + %(wait_ms)s * interval '1 millisecond',
+    last_delivered_at = clock_timestamp(), delivered_total = delivered_total + %(events)s
+WHERE id = %(id)s
+"""
+
+
+@dataclass(frozen=True)
+class Due:
+    """A subscription claimed for one batch."""
+
+    id: int
+    url: str
+    secret: str
+    cursor: int
+    event_types: list[str]
+    attempts: int
+    failing_since: datetime | None
+
+
 def subscription_deliver_next(*, now: datetime | None = None) -> BatchOutcome | None:
     """Send the next batch of one due subscription; ``None`` when none is due and unlocked."""
-    with transaction.atomic():
-        subscription = (
-            EventSubscription.objects.select_for_update(skip_locked=True)
-            .filter(active=True, next_attempt_at__lte=timezone.now())
-            .order_by("next_attempt_at")
-            .first()
-        )
-        if subscription is None:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL)
+        row = cursor.fetchone()
+        if row is None:
             return None
-        types = list(subscription.event_types)
-        with connection.cursor() as cursor:
-            cursor.execute(
-                _BATCH_SQL,
-                {
-                    "cursor": subscription.cursor,
-                    "types": types,
-                    "limit": settings.EVENTS_BATCH_SIZE,
-                },
-            )
-            highest, count, last_seq, first_occurred_at, events_json = cursor.fetchone()
+        sub_id, url, secret, sub_cursor, event_types, attempts, failing_since = row
+        due = Due(sub_id, url, secret, sub_cursor, list(event_types or []), attempts, failing_since)
+        cursor.execute(
+            _BATCH_SQL,
+            {"cursor": due.cursor, "types": due.event_types, "limit": settings.EVENTS_BATCH_SIZE},
+        )
+        highest, count, last_seq, first_occurred_at, events_json = cursor.fetchone()
         # What a short batch did not find up to the highest seq, the subscription does not
         # want: its cursor may pass it, and a subscription to rare types does not scan the
         # same range again and again (nor hold back pruning).
-        passed = highest if count < settings.EVENTS_BATCH_SIZE else last_seq
+        short = count < settings.EVENTS_BATCH_SIZE
+        passed = highest if short else last_seq
         if not count:
             # Nothing new: look again shortly, or when the router moves events (wake_idle).
-            EventSubscription.objects.filter(pk=subscription.pk).update(
-                cursor=max(subscription.cursor, passed),
-                next_attempt_at=timezone.now() + timedelta(milliseconds=IDLE_RECHECK_MS),
+            cursor.execute(
+                _IDLE_SQL, {"passed": passed, "recheck_ms": IDLE_RECHECK_MS, "id": due.id}
             )
-            return BatchOutcome(subscription.pk, 0, True)
+            return BatchOutcome(due.id, 0, True)
         batch = Batch(count, last_seq, first_occurred_at, events_json)
-        error = post_signed(subscription, body_of(subscription.pk, events_json))
-        if not error:
-            return _delivered(subscription, batch, passed)
-        return _failed(subscription, batch, types, error, now or timezone.now())
+        error = post_signed(due.url, due.secret, body_of(due.id, events_json))
+        if error:
+            return _failed(due, batch, error, now or timezone.now())
+        # A short batch took everything there was: due again when the router wakes it (or
+        # shortly), not at once only to find nothing. A full one: the next may be waiting.
+        cursor.execute(
+            _DELIVERED_SQL,
+            {
+                "cursor": max(last_seq, passed),
+                "wait_ms": IDLE_RECHECK_MS if short else 0,
+                "events": count,
+                "id": due.id,
+            },
+        )
+        return BatchOutcome(due.id, count, True)
 
 
-def _delivered(subscription: EventSubscription, batch: Batch, passed: int) -> BatchOutcome:
-    now = timezone.now()
-    # A short batch took everything there was: due again when the router wakes it (or
-    # shortly), not at once only to find nothing. A full one: the next may be waiting.
-    short = batch.events < settings.EVENTS_BATCH_SIZE
-    EventSubscription.objects.filter(pk=subscription.pk).update(
-        cursor=max(batch.last_seq, passed),
-        failing_since=None,
-        attempts=0,
-        next_attempt_at=now + timedelta(milliseconds=IDLE_RECHECK_MS if short else 0),
-        last_error="",
-        last_delivered_at=now,
-        delivered_total=F("delivered_total") + batch.events,
-    )
-    return BatchOutcome(subscription.pk, batch.events, True)
-
-
-def _failed(
-    subscription: EventSubscription,
-    batch: Batch,
-    types: list[str],
-    error: str,
-    now: datetime,
-) -> BatchOutcome:
-    attempts = subscription.attempts + 1
-    failing_since = subscription.failing_since or now
+def _failed(due: Due, batch: Batch, error: str, now: datetime) -> BatchOutcome:
+    attempts = due.attempts + 1
+    failing_since = due.failing_since or now
     update: dict[str, Any] = {
         "attempts": attempts,
         "failing_since": failing_since,
@@ -213,7 +233,7 @@ def _failed(
         with connection.cursor() as cursor:
             cursor.execute(
                 _BATCH_TIMES_SQL,
-                {"cursor": subscription.cursor, "last": batch.last_seq, "types": types},
+                {"cursor": due.cursor, "last": batch.last_seq, "types": due.event_types},
             )
             for seq, occurred_at in cursor.fetchall():
                 if occurred_at >= expired:
@@ -223,7 +243,7 @@ def _failed(
         EventDeadLetter.objects.bulk_create(
             [
                 EventDeadLetter(
-                    subscription=subscription,
+                    subscription_id=due.id,
                     event=Event(seq=seq),
                     attempts=attempts,
                     last_error=error,
@@ -244,11 +264,11 @@ def _failed(
                 :500
             ],
         )
-        logger.error("event subscription %s paused: %s", subscription.pk, error)
+        logger.error("event subscription %s paused: %s", due.id, error)
     else:
-        logger.warning("event subscription %s: delivery failed (%s)", subscription.pk, error)
-    EventSubscription.objects.filter(pk=subscription.pk).update(**update)
-    return BatchOutcome(subscription.pk, batch.events, False, len(stale), paused, error)
+        logger.warning("event subscription %s: delivery failed (%s)", due.id, error)
+    EventSubscription.objects.filter(pk=due.id).update(**update)
+    return BatchOutcome(due.id, batch.events, False, len(stale), paused, error)
 
 
 def _duration(delta: timedelta) -> str:
@@ -256,15 +276,21 @@ def _duration(delta: timedelta) -> str:
     return f"{minutes // 60} h {minutes % 60} min" if minutes >= 60 else f"{minutes} min"
 
 
+# Subscriptions waiting only for events (not backing off after a failure) become due now;
+# one being delivered (its row locked for the POST) is skipped, not waited for.
+_WAKE_SQL = """
+UPDATE delivery_eventsubscription SET next_attempt_at = clock_timestamp()
+WHERE id IN (
+    SELECT id FROM delivery_eventsubscription
+    WHERE active AND attempts = 0 AND next_attempt_at > clock_timestamp()
+    FOR UPDATE SKIP LOCKED
+)
+"""
+
+
 def subscriptions_wake_idle() -> int:
-    """New events are in line: subscriptions that are waiting only for events (not backing
-    off after a failure) are due now. One being delivered (its row locked for the POST) is
-    skipped, not waited for: it looks for more as soon as its batch is done."""
-    now = timezone.now()
-    with transaction.atomic():
-        idle = (
-            EventSubscription.objects.select_for_update(skip_locked=True)
-            .filter(active=True, attempts=0, next_attempt_at__gt=now)
-            .values("pk")
-        )
-        return EventSubscription.objects.filter(pk__in=idle).update(next_attempt_at=now)
+    """New events are in line: subscriptions that are waiting only for events are due now. One
+    being delivered looks for more as soon as its batch is done."""
+    with connection.cursor() as cursor:
+        cursor.execute(_WAKE_SQL)
+        return int(cursor.rowcount)

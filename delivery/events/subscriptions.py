@@ -108,7 +108,7 @@ def dead_letters_replay(*, subscription: EventSubscription, ids: list[int] | Non
         )
         (events_json,) = cursor.fetchone()
     body = body_of(subscription.pk, events_json)
-    error = post_signed(subscription, body)
+    error = post_signed(subscription.url, subscription.secret.reveal(), body)
     if error:
         EventDeadLetter.objects.filter(pk__in=[pk for pk, _ in chosen]).update(last_error=error)
     else:
