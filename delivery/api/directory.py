@@ -14,7 +14,14 @@ from django.db.models.functions import Coalesce
 
 from campaigns.catalogue.params import template_param_slots
 from campaigns.catalogue.sendable import template_unusable_reasons
-from campaigns.models import ContactList, ListMembership, Segment, Template, TemplateStatus
+from campaigns.models import (
+    BusinessAccount,
+    ContactList,
+    ListMembership,
+    Segment,
+    Template,
+    TemplateStatus,
+)
 from delivery.api.contacts import (
     MAX_DESCRIPTION,
     MAX_LIST_NAME,
@@ -22,6 +29,7 @@ from delivery.api.contacts import (
     segment_unusable,
 )
 from delivery.api.errors import ApiProblem
+from delivery.models import ApiKey
 from delivery.segments.rules import RuleError
 from delivery.segments.services import segment_match, segment_save
 
@@ -188,10 +196,23 @@ def segment_count(segment_id: int) -> dict[str, Any]:
 # --- templates -------------------------------------------------------------------------------
 
 
-def templates_filtered(query: Mapping[str, str]) -> QuerySet[Template]:
-    """The templates ``?name=``, ``?language=`` and ``?status=`` select."""
-    errors = FieldErrors()
+def templates_of_key(api_key: ApiKey) -> QuerySet[Template]:
+    """The templates of the business accounts the key's phone numbers belong to (all, for a
+    key on every number): a key sees what it could send or build a campaign from."""
     templates = Template.objects.select_related("account")
+    if not api_key.all_numbers:
+        templates = templates.filter(
+            account__in=BusinessAccount.objects.filter(
+                phone_numbers__in=api_key.phone_numbers.all()
+            )
+        )
+    return templates
+
+
+def templates_filtered(query: Mapping[str, str], api_key: ApiKey) -> QuerySet[Template]:
+    """The key's templates that ``?name=``, ``?language=`` and ``?status=`` select."""
+    errors = FieldErrors()
+    templates = templates_of_key(api_key)
     for name, max_length in (("name", MAX_TEMPLATE_NAME), ("language", MAX_LANGUAGE)):
         value = query.get(name)
         if value:
@@ -206,8 +227,10 @@ def templates_filtered(query: Mapping[str, str]) -> QuerySet[Template]:
     return templates
 
 
-def template_get(template_id: int) -> Template:
-    template = Template.objects.select_related("account").filter(pk=template_id).first()
+def template_get(template_id: int, api_key: ApiKey) -> Template:
+    """The template, or 404 when there is none or it is of an account outside the key's
+    numbers (the two look the same)."""
+    template = templates_of_key(api_key).filter(pk=template_id).first()
     if template is None:
         raise ApiProblem(404, "not_found", "No such template.")
     return template

@@ -174,6 +174,22 @@ def test_templates_show_their_parameters_and_filter_by_name_and_status(api: Call
     assert response.status_code == 400 and "status" in bad["error"]["fields"]
 
 
+def test_a_key_on_some_numbers_reads_only_their_accounts_templates(number: Any) -> None:
+    ours = make_template(account=number.account, name="ours")
+    theirs = make_template(account=make_account(), name="theirs")
+    _, raw = api_key_create(name="r", scopes=["read"], phone_number_ids=[number.phone_number_id])
+    reader = Caller(raw)
+    _, page = reader("GET", "/templates")
+    assert [row["name"] for row in page["data"]] == ["ours"]
+    assert (
+        reader("GET", f"/templates/{ours.pk}", documented="/templates/{id}")[0].status_code == 200
+    )
+    response, body = reader("GET", f"/templates/{theirs.pk}", documented="/templates/{id}")
+    assert (response.status_code, body["error"]["code"]) == (404, "not_found")
+    _, everything = Caller(issued("read"))("GET", "/templates")
+    assert {row["name"] for row in everything["data"]} == {"ours", "theirs"}
+
+
 def test_a_removed_template_says_so(api: Caller) -> None:
     template = make_template(account=make_account(), removed_upstream_at=timezone.now())
     _, detail = api("GET", f"/templates/{template.pk}", documented="/templates/{id}")

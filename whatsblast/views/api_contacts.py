@@ -146,14 +146,14 @@ def segment_count_view(request: HttpRequest, segment_id: int) -> HttpResponse:
 
 @api_view("GET")
 def templates(request: HttpRequest) -> HttpResponse:
-    authenticate(request, *READ)
-    return page_answer(request, templates_filtered(request.GET), template_render)
+    api_key = authenticate(request, *READ)
+    return page_answer(request, templates_filtered(request.GET, api_key), template_render)
 
 
 @api_view("GET")
 def template(request: HttpRequest, template_id: int) -> HttpResponse:
-    authenticate(request, *READ)
-    return JsonResponse(template_render(template_get(template_id), components=True))
+    api_key = authenticate(request, *READ)
+    return JsonResponse(template_render(template_get(template_id, api_key), components=True))
 
 
 urlpatterns: list[URLPattern] = [
