@@ -590,6 +590,10 @@ _PATHS: dict[str, Any] = {
         "get": {
             "operationId": "listTemplates",
             "summary": "Message templates: status, category, what they show, their parameters.",
+            "description": (
+                "The templates of the business accounts the key's phone numbers belong to "
+                "(every account's for a key on all numbers)."
+            ),
             "parameters": [
                 *PAGE_PARAMETERS,
                 _query("name", d.MAX_TEMPLATE_NAME, "Templates of this name."),
@@ -619,7 +623,9 @@ _PATHS: dict[str, Any] = {
             "responses": {
                 "200": json_response("The template.", "Template"),
                 **_errors(
-                    reads=True, method="Only GET.", extra={"404": error("No such template.")}
+                    reads=True,
+                    method="Only GET.",
+                    extra={"404": error("No such template, or one of another account.")},
                 ),
             },
         },
