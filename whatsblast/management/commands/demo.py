@@ -35,7 +35,7 @@ from delivery.campaigns.progress import (
     recent_rate,
 )
 from delivery.campaigns.rate_cards import SAMPLE_RATE_CARD, rate_card_load
-from whatsblast.auth.roles import MARKETING, SUPPORT, role_grant, roles_sync
+from whatsblast.auth.roles import MARKETING, OPERATORS, SUPPORT, role_grant, roles_sync
 from whatsblast.core.env import env_file_write_development
 from whatsblast.core.processes import (
     ChildExited,
@@ -54,7 +54,7 @@ DEMO_LIST = "demo customers"
 # out and becomes a dead letter.
 DEMO_UNDELIVERABLE = (7, 301, 1502, 4003)  # 131026 Message undeliverable
 DEMO_DEAD = (11, 911, 2024)  # 131000 Something went wrong: retried, then dead-lettered
-DEMO_ROLE_USERS = (("marketer", MARKETING), ("support", SUPPORT))
+DEMO_ROLE_USERS = (("marketer", MARKETING), ("support", SUPPORT), ("operator", OPERATORS))
 
 
 def child_exit_error(exc: ChildExited, group: ProcessGroup) -> CommandError:
@@ -150,7 +150,8 @@ class Command(BaseCommand):
         return password
 
     def _role_users(self) -> dict[str, str]:
-        """A marketer and a support agent, to see the admin as they do (not as superuser)."""
+        """A marketer, a support agent and an operator, to see the admin as they do (not as
+        superuser)."""
         roles_sync()
         user_model = get_user_model()
         passwords = {}
