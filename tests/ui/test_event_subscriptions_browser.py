@@ -71,6 +71,7 @@ def test_an_operator_subscribes_copies_the_secret_once_and_replays_dead_letters(
     wide: Any,  # noqa: F811 - the fixture imported above
     live_server: Any,
     receiver: Receiver,
+    settings: Any,
 ) -> None:
     role_user(OPERATORS)
     base = live_server.url
@@ -79,6 +80,16 @@ def test_an_operator_subscribes_copies_the_secret_once_and_replays_dead_letters(
     wide.goto(f"{base}/admin/")
     wide.click("text=Event subscriptions")
     wide.click(".object-tools a.addlink")
+    # As production runs: a receiver inside the network is refused, with the reason.
+    settings.EVENTS_ALLOW_PRIVATE_URLS = False
+    wide.fill("#id_name", "Metadata probe")
+    wide.fill("#id_url", "http://169.254.169.254/latest/meta-data/")
+    wide.click("input[name=_save]")
+    assert "Events go to public addresses only: 169.254.169.254 is not a public address" in (
+        wide.inner_text(".field-url")
+    )
+    assert not EventSubscription.objects.exists()
+    settings.EVENTS_ALLOW_PRIVATE_URLS = True  # the test's receiver is on this machine
     wide.fill("#id_name", "Order system")
     wide.fill("#id_url", receiver.url)
     wide.check("input[name=event_types][value='message.failed']")
