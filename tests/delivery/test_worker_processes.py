@@ -17,6 +17,7 @@ from django.test import override_settings
 
 from campaigns.models import CampaignStatus
 from delivery.campaigns.launch import campaign_start
+from delivery.engine.send_trace import grant_seconds, grants_read
 from delivery.models import Message, MessageStatus
 from tests.engine_support import (
     campaign_on,
@@ -43,6 +44,8 @@ def processes(tmp_path, settings) -> Iterator[ProcessGroup]:
         "CAMPAIGN_JOB_BUDGET_SECONDS": "2",
         "CAMPAIGN_SLOT_RATE": "40",
         "LOG_LEVEL": "WARNING",
+        # Each worker records when the send log counted each send (delivery.engine.send_trace).
+        "WHATSBLAST_SEND_TRACE_DIR": str(tmp_path / "grants"),
     }
     group = ProcessGroup(tmp_path / "logs", env)
     yield group
@@ -124,9 +127,22 @@ def test_four_workers_in_two_groups_share_each_numbers_limit(
                 wait_until_complete(campaign, processes, timeout=120)
         finally:
             other_host.stop()
+        grants = grants_read(tmp_path / "grants")
+        at_grants = grant_seconds(grants, {n.phone_number_id: n.rate_per_second for n in numbers})
         for number, campaign in zip(numbers, campaigns, strict=True):
             assert final_states(campaign) == {MessageStatus.SENT: campaign.messages.count()}
+            # Exact where the four workers share the limit: no second of the send log holds
+            # more than the number's rate. At the simulator, arrivals can bunch behind a
+            # stall on a loaded machine (once 76 in a second for 60/s, neighbours 37 and 59):
+            # there the fault suite's allowance, over two seconds.
+            granted = sum(1 for g in grants if g.phone_number_id == number.phone_number_id)
+            assert granted >= campaign.messages.count()
+            assert at_grants[number.phone_number_id]["seconds_over_rate"] == 0, at_grants
             histogram = sim.histogram(number.phone_number_id)
-            # Whole seconds only: the first and last are partial.
-            assert max_per_second(histogram) <= rate_bound(number.rate_per_second), histogram
+            seconds = sorted(histogram)
+            two_second_peak = max(
+                (histogram[a] + histogram[b] for a, b in zip(seconds, seconds[1:], strict=False)),
+                default=0,
+            )
+            assert two_second_peak <= 2 * rate_bound(number.rate_per_second), histogram
         assert sim.duplicates() == {}
