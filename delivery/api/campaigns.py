@@ -577,7 +577,8 @@ def campaign_of_key(*, api_key: ApiKey, campaign_id: int) -> Campaign:
 
 
 def status_filter_parse(raw: str | None) -> str | None:
-    if raw is None or raw == "":
+    """``?status=``: absent means any; present, it must be a status (empty is not one)."""
+    if raw is None:
         return None
     if raw not in CampaignStatus.values:
         raise invalid_fields({"status": f"One of {', '.join(CampaignStatus.values)}."})

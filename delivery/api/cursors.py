@@ -48,7 +48,8 @@ def cursor_decode(cursor: str) -> int:
 
 
 def limit_parse(raw: str | None) -> int:
-    if raw is None or raw == "":
+    """``?limit=``: absent means the default; present, it must be a number in range."""
+    if raw is None:
         return DEFAULT_LIMIT
     if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= MAX_LIMIT:
         raise invalid_fields({"limit": f"A whole number from 1 to {MAX_LIMIT}."})

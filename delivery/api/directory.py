@@ -219,7 +219,7 @@ def templates_filtered(query: Mapping[str, str], api_key: ApiKey) -> QuerySet[Te
             text = errors.text(value, name, max_length=max_length, strip=False)
             templates = templates.filter(**{name: text})
     status = query.get("status")
-    if status:
+    if status is not None:
         if status not in TemplateStatus.values:
             errors.add("status", f"One of {', '.join(TemplateStatus.values)}.")
         templates = templates.filter(status=status)

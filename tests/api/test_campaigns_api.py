@@ -399,6 +399,13 @@ def test_the_list_counts_each_campaigns_messages(world: World) -> None:
     assert row["progress"] == {"total": 2, "done": 1, "remaining": 1, "percent": 50.0}
 
 
+@pytest.mark.parametrize("query", ["limit=", "status="])
+def test_an_empty_limit_or_status_is_refused_not_taken_as_absent(world: World, query: str) -> None:
+    response, body = world.reader("get", "/campaigns", query=query)
+    assert response.status_code == 400
+    assert set(body["error"]["fields"]) == {query.rstrip("=")}
+
+
 def test_every_documented_status_of_the_list_is_real(world: World) -> None:
     seen = {
         world.reader("get", "/campaigns")[0],  # 200

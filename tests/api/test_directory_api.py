@@ -289,6 +289,27 @@ def test_every_documented_status_of_a_listing_is_real(
     assert seen == documented(path, "get")
 
 
+@pytest.mark.parametrize(
+    ("path", "query"),
+    [
+        ("/contacts", {"limit": ""}),
+        ("/lists", {"limit": ""}),
+        ("/segments", {"limit": ""}),
+        ("/templates", {"limit": ""}),
+        ("/templates", {"status": ""}),
+    ],
+)
+def test_a_query_value_given_empty_is_refused_not_taken_as_absent(
+    api: Caller, path: str, query: dict[str, str]
+) -> None:
+    """``?limit=`` is not a number and ``?status=`` not a status: left out, they default;
+    given empty, the schema refuses them, and so does the API."""
+    assert api("GET", path)[0].status_code == 200
+    response, body = api("GET", path, query=query)
+    assert response.status_code == 400
+    assert set(body["error"]["fields"]) == set(query)
+
+
 def test_every_documented_status_of_counting_a_segment_is_real(api: Caller, send_only: str) -> None:
     ok = Segment.objects.create(name="ok", rules={"field": "name", "op": "exists", "value": True})
     make_contact_list(name="soon gone")
