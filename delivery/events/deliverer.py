@@ -47,6 +47,11 @@ EVENT_JSON_SQL = """('{"id":"' || e.event_id || '","type":' || to_json(e.event_t
     || ',"sequence":' || e.seq || ',"occurred_at":' || to_json(e.occurred_at)
     || ',"message_id":' || COALESCE(e.message_id::text, 'null')
     || ',"data":' || e.data::text || '}')"""
+# Events ``e`` as the comma-joined list a body holds, in line order.
+EVENTS_JSON_SQL = f"string_agg({EVENT_JSON_SQL}, ',' ORDER BY e.seq)"
+
+# The event types a subscription wants (none listed: every type).
+_WANTED_SQL = "(cardinality(%(types)s::varchar[]) = 0 OR e.event_type = ANY(%(types)s))"
 
 # The next batch: events after the cursor and up to the highest in line (every event up to
 # it is committed: the router writes whole batches), of the types the subscription wants,
@@ -57,23 +62,22 @@ WITH line AS (
 ), batch AS (
     SELECT e.*
     FROM delivery_event e, line
-    WHERE e.seq > %(cursor)s AND e.seq <= line.highest
-      AND (cardinality(%(types)s::varchar[]) = 0 OR e.event_type = ANY(%(types)s))
+    WHERE e.seq > %(cursor)s AND e.seq <= line.highest AND {_WANTED_SQL}
     ORDER BY e.seq
     LIMIT %(limit)s
 )
-SELECT (SELECT highest FROM line), count(*), MAX(e.seq), MIN(e.occurred_at),
-       string_agg({EVENT_JSON_SQL}, ',' ORDER BY e.seq)
+SELECT (SELECT highest FROM line), count(*), MAX(e.seq), MIN(e.occurred_at), {EVENTS_JSON_SQL}
 FROM batch e
 """  # noqa: S608 - built from constants
 
 # The occurred_at of each event of a failed batch, to set aside those past their retry time.
-_BATCH_TIMES_SQL = """
-SELECT seq, occurred_at FROM delivery_event
-WHERE seq > %(cursor)s AND seq <= %(last)s
-  AND (cardinality(%(types)s::varchar[]) = 0 OR event_type = ANY(%(types)s))
-ORDER BY seq
-"""
+_BATCH_TIMES_SQL = f"""
+SELECT e.seq, e.occurred_at FROM delivery_event e
+WHERE e.seq > %(cursor)s AND e.seq <= %(last)s AND {_WANTED_SQL}
+ORDER BY e.seq
+"""  # noqa: S608 - built from constants
+
+_EVENTS_OF_SQL = f"SELECT {EVENTS_JSON_SQL} FROM delivery_event e WHERE e.seq = ANY(%s)"  # noqa: S608 - built from constants
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,16 @@ class BatchOutcome:
 
 
 def body_of(subscription_id: int, events_json: str) -> bytes:
-    """The POST body: the subscription and its events (``EVENT_JSON_SQL`` each, joined by
-    commas, in line order)."""
+    """The POST body: the subscription and its events (``EVENTS_JSON_SQL``)."""
     return f'{{"subscription_id":{int(subscription_id)},"events":[{events_json}]}}'.encode()
+
+
+def events_json_of(seqs: list[int]) -> str:
+    """The events ``seqs`` as a body holds them, in line order."""
+    with connection.cursor() as cursor:
+        cursor.execute(_EVENTS_OF_SQL, [seqs])
+        (events_json,) = cursor.fetchone()
+    return str(events_json or "")
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,6 @@ class Batch:
     events: int
     last_seq: int
     first_occurred_at: datetime
-    events_json: str
 
 
 def post_signed(url: str, secret: str, body: bytes) -> str:
@@ -199,7 +209,7 @@ def subscription_deliver_next(*, now: datetime | None = None) -> BatchOutcome | 
                 _IDLE_SQL, {"passed": passed, "recheck_ms": IDLE_RECHECK_MS, "id": due.id}
             )
             return BatchOutcome(due.id, 0, True)
-        batch = Batch(count, last_seq, first_occurred_at, events_json)
+        batch = Batch(count, last_seq, first_occurred_at)
         error = post_signed(due.url, due.secret, body_of(due.id, events_json))
         if error:
             return _failed(due, batch, error, now or timezone.now())

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from delivery.events.deliverer import EVENT_JSON_SQL, body_of, post_signed
+from delivery.events.deliverer import body_of, events_json_of, post_signed
 from delivery.events.destinations import host_refusal
 from delivery.events.types import event_types_errors
 from delivery.models import ApiKey, Event, EventDeadLetter, EventSubscription
@@ -100,14 +100,7 @@ def dead_letters_replay(*, subscription: EventSubscription, ids: list[int] | Non
     chosen = list(letters.order_by("event_id").values_list("pk", "event_id")[:1000])
     if not chosen:
         return Replay(0, "")
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT string_agg({EVENT_JSON_SQL}, ',' ORDER BY e.seq) FROM delivery_event e"  # noqa: S608 - a constant
-            " WHERE e.seq = ANY(%s)",
-            [[seq for _, seq in chosen]],
-        )
-        (events_json,) = cursor.fetchone()
-    body = body_of(subscription.pk, events_json)
+    body = body_of(subscription.pk, events_json_of([seq for _, seq in chosen]))
     error = post_signed(subscription.url, subscription.secret.reveal(), body)
     if error:
         EventDeadLetter.objects.filter(pk__in=[pk for pk, _ in chosen]).update(last_error=error)
