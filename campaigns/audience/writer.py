@@ -21,6 +21,7 @@ When the upserts run depends on the duplicate policy (``campaigns.audience.dupli
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -62,7 +63,30 @@ CREATE TEMP TABLE contact_import_changed (id bigint PRIMARY KEY) ON COMMIT DROP
 # commits; two imports of overlapping files, batch by batch in different orders, would each
 # wait for a row the other holds and PostgreSQL would abort one of them as a deadlock.
 # A transaction-scoped advisory lock queues the second import behind the first instead.
-IMPORT_LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('campaigns.contacts_import'))"
+# Other writers of many contacts at once (the API's batches) hold the same lock shared
+# (``import_lock_share``): they run side by side, and never beside an import, whose
+# batches lock rows out of their order.
+_IMPORT_LOCK_KEY = "hashtext('campaigns.contacts_import')"
+IMPORT_LOCK_SQL = f"SELECT pg_advisory_xact_lock({_IMPORT_LOCK_KEY})"
+_IMPORT_LOCK_SHARE_SQL = f"SELECT pg_try_advisory_xact_lock_shared({_IMPORT_LOCK_KEY})"
+_IMPORT_LOCK_POLL_S = 0.1
+
+
+def import_lock_share(*, wait_s: float) -> bool:
+    """Hold the import lock shared until the transaction ends, so no import writes contacts
+    meanwhile; ``False`` when an import still held it after ``wait_s`` (nothing held then).
+    Polled rather than waited on: a wait that timed out would abort the caller's
+    transaction."""
+    deadline = time.monotonic() + wait_s
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(_IMPORT_LOCK_SHARE_SQL)
+            if cursor.fetchone()[0]:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_IMPORT_LOCK_POLL_S)
+
 
 COPY_SQL = "COPY contact_import_staging (line, phone, name, attributes, cells) FROM STDIN"
 # Last row wins stages only where each number is; the contacts go through the batch table.

@@ -26,6 +26,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from campaigns.audience.phones import PhoneNormaliser
+from campaigns.audience.writer import import_lock_share
 from campaigns.models import Contact, Segment
 from delivery.api.errors import ApiProblem, invalid_fields
 from delivery.cloud.client import is_user_id
@@ -378,14 +379,32 @@ WHERE phone = ANY(%(phones)s::text[]) AND user_id = ANY(%(user_ids)s::text[])
 """
 
 
+# How long a batch waits for a file import to finish before it is refused, and the
+# Retry-After it is refused with (an import of a million rows takes about a minute).
+IMPORT_WAIT_S = 2.0
+IMPORT_RETRY_AFTER_S = 5
+
+
 def contacts_upsert(items: Sequence[ContactItem]) -> UpsertResult:
     """Write the batch: each item's contact created or updated, and added to its lists
     (created if missing); an item that cannot be read is rejected by index. Runs in the
-    caller's transaction."""
+    caller's transaction.
+
+    Not beside a file import: its batches lock contacts in file order over one long
+    transaction, so a batch here locking the same contacts in key order could deadlock with
+    it and PostgreSQL might abort the import. The batch waits ``IMPORT_WAIT_S`` for an
+    import to end, then is refused (409 with Retry-After) with nothing written."""
     result = UpsertResult()
     rows = _rows(items, result.errors)
     if not rows:
         return result
+    if not import_lock_share(wait_s=IMPORT_WAIT_S):
+        raise ApiProblem(
+            409,
+            "contacts_import_running",
+            "A contact file is being imported; send the batch again shortly.",
+            headers={"Retry-After": str(IMPORT_RETRY_AFTER_S)},
+        )
     list_ids = _list_ids(sorted({name for row in rows for name in row.item.lists}))
     payload = [
         {

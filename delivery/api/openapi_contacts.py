@@ -33,6 +33,7 @@ ERROR_CODES: list[str] = [
     "segment_name_taken",
     "invalid_segment_rules",
     "segment_unusable",
+    "contacts_import_running",
 ]
 
 # No NUL anywhere; for a name, something besides spaces.
@@ -426,7 +427,14 @@ _PATHS: dict[str, Any] = {
                         "The body is over API_CONTACTS_MAX_BODY_BYTES "
                         f"({settings.API_CONTACTS_MAX_BODY_BYTES} bytes here)."
                     ),
-                    extra={"409": error("The Idempotency-Key was used with another body.")},
+                    extra={
+                        "409": error(
+                            "The Idempotency-Key was used with another body "
+                            "(idempotency_key_reused), or a contact file is being imported "
+                            "(contacts_import_running: nothing was written; send it again "
+                            "after the seconds its Retry-After header gives).",
+                        )
+                    },
                 ),
             },
         },
