@@ -547,7 +547,7 @@ def segment_unusable(segment: Segment, exc: RuleError) -> ApiProblem:
         422,
         "segment_unusable",
         f"The segment {segment.name!r} cannot be used now: {exc}.",
-        fields={exc.path: exc.problem},
+        fields=exc.problems,
     )
 
 

@@ -140,7 +140,7 @@ def rule_problem(exc: RuleError) -> ApiProblem:
         422,
         "invalid_segment_rules",
         f"The rules cannot be used: {exc}.",
-        fields={exc.path: exc.problem},
+        fields=exc.problems,
     )
 
 

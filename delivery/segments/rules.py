@@ -72,12 +72,25 @@ _REGION = re.compile(r"^[A-Z]{2}$")
 
 
 class RuleError(ValueError):
-    """A rule that cannot be used, named by its path."""
+    """Rules that cannot be used, each named by its path: ``problems`` maps every path found
+    wrong to what is wrong there; ``path`` and ``problem`` are the first of them."""
 
-    def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"{path}: {problem}")
+    def __init__(self, path: str, problem: str, *, more: dict[str, str] | None = None) -> None:
+        self.problems = {path: problem, **(more or {})}
+        super().__init__("; ".join(f"{at}: {what}" for at, what in self.problems.items()))
         self.path = path
         self.problem = problem
+
+    @classmethod
+    def of(cls, errors: list[RuleError]) -> RuleError:
+        """One error for all of ``errors`` (at least one), in their order."""
+        problems = {at: what for error in errors for at, what in error.problems.items()}
+        first, *rest = problems.items()
+        return cls(*first, more=dict(rest))
+
+
+class _RulesTooMany(RuleError):
+    """Past ``MAX_RULES``: reading stops there."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +148,7 @@ def rules_parse(data: object, path: str = "rules") -> Rule:
 def _parse(data: object, path: str, depth: int, counter: list[int]) -> Rule:
     counter[0] += 1
     if counter[0] > MAX_RULES:
-        raise RuleError(path, f"more than {MAX_RULES} rules in one segment")
+        raise _RulesTooMany(path, f"more than {MAX_RULES} rules in one segment")
     if depth > MAX_DEPTH:
         raise RuleError(path, f"groups nest more than {MAX_DEPTH} deep")
     if not isinstance(data, dict):
@@ -147,11 +160,20 @@ def _parse(data: object, path: str, depth: int, counter: list[int]) -> Rule:
             items = data[group]
             if not isinstance(items, list) or not items:
                 raise RuleError(f"{path}.{group}", "takes a non-empty list of rules")
-            rules = tuple(
-                _parse(item, f"{path}.{group}[{i}]", depth + 1, counter)
-                for i, item in enumerate(items)
-            )
-            return AllOf(rules) if group == "all" else AnyOf(rules)
+            # Every rule of the group is read, so a request learns of all its bad rules at
+            # once, not one per attempt.
+            rules: list[Rule] = []
+            errors: list[RuleError] = []
+            for i, item in enumerate(items):
+                try:
+                    rules.append(_parse(item, f"{path}.{group}[{i}]", depth + 1, counter))
+                except _RulesTooMany:
+                    raise  # every rule after it would say the same
+                except RuleError as exc:
+                    errors.append(exc)
+            if errors:
+                raise RuleError.of(errors)
+            return AllOf(tuple(rules)) if group == "all" else AnyOf(tuple(rules))
     if "not" in keys:
         _only(keys, {"not"}, path)
         return Not(_parse(data["not"], f"{path}.not", depth + 1, counter))

@@ -50,9 +50,17 @@ def segment_compile(rules: object, *, prefix: str = "s") -> SegmentSql:
             "pk", flat=True
         )
     )
-    for campaign_id, path in names["campaigns"]:
-        if campaign_id not in known:
-            raise RuleError(path, f"no campaign has the id {campaign_id}")
+    missing = [
+        RuleError(path, f"no contact list is named {name!r}")
+        for name, path in names["lists"]
+        if name not in list_ids
+    ] + [
+        RuleError(path, f"no campaign has the id {campaign_id}")
+        for campaign_id, path in names["campaigns"]
+        if campaign_id not in known
+    ]
+    if missing:
+        raise RuleError.of(missing)
     return segment_sql(rule, list_ids=list_ids, prefix=prefix)
 
 

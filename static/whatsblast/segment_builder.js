@@ -612,12 +612,17 @@
     return !textarea.value.trim();
   }
 
-  /* The row or group the error's path names (the deepest one on its path) is marked, with
-     the error under it. */
-  function markError(path, message) {
+  /* Each row or group a problem's path names (the deepest one on its path) is marked, with
+     the problem under it. ``problems`` maps paths to what is wrong there. */
+  function markErrors(problems) {
     for (const marked of builderEl.querySelectorAll(".wb-rule-error")) marked.classList.remove("wb-rule-error");
     for (const old of builderEl.querySelectorAll(".wb-inline-error")) old.remove();
-    if (!path || mode !== "builder") return;
+    if (mode !== "builder") return;
+    for (const [path, message] of Object.entries(problems || {})) markError(path, message);
+  }
+
+  function markError(path, message) {
+    if (!path) return;
     let best = null;
     for (const element of builderEl.querySelectorAll("[data-node]")) {
       const own = element.dataset.path;
@@ -637,7 +642,7 @@
     countNumber.dataset.count = String(data.count);
     countError.hidden = true;
     countError.textContent = "";
-    markError(null, null);
+    markErrors(null);
     const tbody = sample.querySelector("tbody");
     tbody.replaceChildren();
     for (const row of data.sample) {
@@ -671,7 +676,7 @@
     countError.hidden = false;
     countHint.textContent = "Fix the rule to see who it matches.";
     sample.hidden = true;
-    markError(data.path || null, data.error);
+    markErrors(data.problems || (data.path ? { [data.path]: data.error } : null));
     countBox.dataset.state = "error";
   }
 

@@ -115,6 +115,9 @@ def test_rules_that_cannot_be_used_are_a_422_naming_the_rule(api: Caller) -> Non
         response, body = api("POST", "/segments", {"name": "s", "rules": rules})
         assert (response.status_code, body["error"]["code"]) == (422, "invalid_segment_rules")
         assert path in body["error"]["fields"], body
+    rules = {"all": [{"field": "city", "op": "bigger", "value": 1}, {"not": {"when": 1}}]}
+    response, body = api("POST", "/segments", {"name": "s", "rules": rules})
+    assert set(body["error"]["fields"]) == {"rules.all[0].op", "rules.all[1].not"}  # all at once
     assert not Segment.objects.exists()
 
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from campaigns.models import Campaign, Contact, ContactList, Segment
 from delivery.models import Message, MessageStatus
-from delivery.segments.rules import RuleError
+from delivery.segments.rules import MAX_RULES, RuleError, rules_parse
 from delivery.segments.services import segment_match, segment_save
 from tests.factories import (
     make_campaign,
@@ -259,6 +259,50 @@ def test_a_bad_rule_is_refused_naming_it_and_nothing_is_saved(
         segment_save(name="bad", rules=text)
     assert str(refused.value).startswith(message), str(refused.value)
     assert not Segment.objects.exists()
+
+
+def test_every_bad_rule_of_a_segment_is_named_at_once(people: dict[str, Contact]) -> None:
+    rules = {
+        "all": [
+            rule("age", "gt", "lots"),
+            {"list": "vip"},
+            {"any": [{"list": "nobody"}, rule("city", "in", "Rio")]},
+            {"not": {"when": "now"}},
+        ]
+    }
+    with pytest.raises(RuleError) as refused:
+        segment_save(name="bad", rules=rules)
+    assert set(refused.value.problems) == {
+        "rules.all[0].value",
+        "rules.all[2].any[1].value",
+        "rules.all[3].not",
+    }
+    assert refused.value.path == "rules.all[0].value"  # the first, as written
+
+    # Well-formed, but naming two lists and a campaign that do not exist: all three named.
+    rules = {
+        "all": [
+            {"list": "gone"},
+            {"list": "vip"},
+            {"not": {"list": "also gone"}},
+            {"campaign": 999999, "outcome": "read"},
+        ]
+    }
+    with pytest.raises(RuleError) as refused:
+        segment_save(name="bad", rules=rules)
+    assert refused.value.problems == {
+        "rules.all[0].list": "no contact list is named 'gone'",
+        "rules.all[2].not.list": "no contact list is named 'also gone'",
+        "rules.all[3].campaign": "no campaign has the id 999999",
+    }
+    assert not Segment.objects.exists()
+
+
+def test_past_the_most_rules_reading_stops_with_one_error() -> None:
+    rules = {"any": [{"list": "x"} for _ in range(MAX_RULES + 5)]}
+    with pytest.raises(RuleError) as refused:
+        rules_parse(rules)
+    assert list(refused.value.problems.values()) == [f"more than {MAX_RULES} rules in one segment"]
 
 
 def test_a_segment_naming_a_list_deleted_since_says_so_when_counted(

@@ -117,7 +117,17 @@ def test_a_marketer_builds_a_segment_watches_the_count_saves_and_reopens_it(
     assert "rules.all[2].value: 'lots' cannot compare" in wide.inner_text("#wb-count-error")
     assert "wb-rule-error" in (rule(wide, 2).get_attribute("class") or "")
     assert "cannot compare" in rule(wide, 2).inner_text()
+
+    # Two bad rules at once: both are named and marked, each with its own problem.
+    first.locator("select.wb-op").select_option("gt")
+    wide.wait_for_function("document.querySelectorAll('.wb-rule-error').length === 2")
+    assert "rules.all[0].value" in wide.inner_text("#wb-count-error")
+    assert "cannot compare" in first.locator(".wb-inline-error").inner_text()
+    assert "wb-rule-error" in (rule(wide, 2).get_attribute("class") or "")
     screenshot(wide, "segment-builder-error.png", full_page=True)
+    first.locator("select.wb-op").select_option("eq")
+    wide.wait_for_function("document.querySelectorAll('.wb-rule-error').length === 1")
+    assert "rules.all[0]" not in wide.inner_text("#wb-count-error")
 
     rule(wide, 2).locator("input.wb-value").fill("100")
     wait_count(wide, 2)

@@ -185,7 +185,9 @@ class SegmentAdmin(admin.ModelAdmin[Segment]):
         try:
             match = segment_preview(request.POST.get("rules", ""), sample=SAMPLE_SIZE)
         except RuleError as exc:
-            return JsonResponse({"error": str(exc), "path": exc.path}, status=400)
+            return JsonResponse(
+                {"error": str(exc), "path": exc.path, "problems": exc.problems}, status=400
+            )
         except SegmentTooSlow as exc:
             return JsonResponse({"error": str(exc), "path": ""}, status=400)
         noun = "contact" if match.count == 1 else "contacts"
