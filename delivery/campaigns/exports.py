@@ -7,7 +7,7 @@ nor the browser's wait grows with the campaign. Every text cell passes through
 its price at the rate card (``cost``, four decimals as every page writes it, and its
 ``currency``): empty until Meta reports the message's pricing, 0 when Meta did not charge it.
 The site adds what other apps know of each message as ``extra`` columns, each a correlated
-subquery of the same streamed statement (``whatsblast.admin.figures.export_extra_columns``:
+subquery of the same streamed statement (``whatsblast.figures.export_extra_columns``:
 replies, opt-out, clicks, conversions and their value), never a query per row.
 """
 

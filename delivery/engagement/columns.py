@@ -1,5 +1,5 @@
 """A message's engagement as query expressions over ``delivery.Message``: the campaign
-export's columns (``whatsblast.admin.figures.export_extra_columns``).
+export's columns (``whatsblast.figures.export_extra_columns``).
 
 Each is a correlated subquery the export's one streamed query carries, so a million-row
 export reads each message's clicks and conversions through their foreign keys' indexes

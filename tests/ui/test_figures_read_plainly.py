@@ -19,9 +19,9 @@ from delivery.numbers import phone_number_pause
 from tests.factories import make_campaign, make_contact, make_message, make_phone_number
 from tests.ui.support import role_user
 from whatsblast.admin import pagination
-from whatsblast.admin.figures import duration_text, percent_of
 from whatsblast.admin.tables import json_table, mapping_table, time_text
 from whatsblast.auth.roles import OPERATORS, SUPPORT
+from whatsblast.figures import duration_text, percent_of
 
 pytestmark = pytest.mark.django_db
 

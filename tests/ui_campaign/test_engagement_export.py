@@ -17,7 +17,7 @@ from django.utils import timezone
 from delivery.campaigns.exports import COLUMNS, campaign_results_rows
 from delivery.models import Click, Conversion, Message
 from tests.factories import make_campaign, make_contact, make_message
-from whatsblast.admin.figures import export_extra_columns
+from whatsblast.figures import export_extra_columns
 
 pytestmark = pytest.mark.django_db
 

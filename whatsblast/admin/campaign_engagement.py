@@ -39,8 +39,8 @@ from delivery.engagement.buttons import (
 from delivery.engagement.clicks import ClickCounts, campaign_clicks
 from delivery.engagement.roi import CampaignRoi, Lift, campaign_roi
 from delivery.graph_reads import CampaignTemplateAnalytics, campaign_template_analytics
-from whatsblast.admin.figures import percent_of
 from whatsblast.core.proportions import Comparison
+from whatsblast.figures import percent_of
 
 # Meta counts a button's clicks by type; these are the ones set beside ours.
 URL_CLICKS = "url_button"  # every tap on a URL button

@@ -47,8 +47,8 @@ from delivery.campaigns.retry import campaign_retryable_count
 from delivery.campaigns.schedule import campaign_share_rate, campaign_window_eta
 from webhooks.selectors import campaign_reply_counts
 from whatsblast.admin.charts import rate_chart_svg
-from whatsblast.admin.figures import campaign_figures, figures_as_dicts, percent_of
 from whatsblast.core.redis import get_redis
+from whatsblast.figures import campaign_figures, figures_as_dicts, percent_of
 
 POLL_SECONDS = 2
 CACHE_SECONDS = 1.5

@@ -119,16 +119,16 @@ from whatsblast.admin.campaign_variants import (
     VariantRows,
     approved_templates,
 )
-from whatsblast.admin.figures import (
+from whatsblast.admin.tables import mapping_table
+from whatsblast.core.frequency import frequency_cap_parse
+from whatsblast.core.link_destinations import link_destination_errors
+from whatsblast.figures import (
     campaigns_figures,
     duration_text,
     export_extra_columns,
     figure_rows,
     percent_of,
 )
-from whatsblast.admin.tables import mapping_table
-from whatsblast.core.frequency import frequency_cap_parse
-from whatsblast.core.link_destinations import link_destination_errors
 
 LAUNCH_PERMISSION = "campaigns.launch_campaign"
 

@@ -41,18 +41,12 @@ from delivery.campaigns.progress import (
     campaign_by_language,
     campaign_failures,
     campaign_skips,
-    outcome_counts,
 )
 from delivery.campaigns.status_counts import campaigns_status_counts
 from delivery.engagement.clicks import campaign_clicks
-from delivery.engagement.columns import export_engagement_columns
 from delivery.engagement.roi import campaign_roi
 from delivery.models import ApiKey, ApiScope
-from webhooks.selectors import (
-    campaign_replier_counts,
-    message_opted_out_expression,
-    message_replies_expression,
-)
+from whatsblast.figures import campaign_figures, export_extra_columns
 from whatsblast.views.api_common import api_view, authenticate, create_answer, json_body
 
 WRITE = (ApiScope.CAMPAIGNS,)
@@ -214,12 +208,7 @@ def report(request: HttpRequest, campaign_id: int) -> HttpResponse:
     api_key = authenticate(request, *READ)
     found = campaign_of_key(api_key=api_key, campaign_id=campaign_id)
     counts = _counts(found.pk)
-    repliers = campaign_replier_counts(campaign_ids=[found.pk]).get(found.pk, {})
-    figures = {
-        **outcome_counts(counts=counts),
-        "replies": repliers.get("replied", 0),
-        "opt_outs": repliers.get("opted_out", 0),
-    }
+    figures = campaign_figures(campaign_id=found.pk, status_counts=counts)
     costs = campaign_costs(campaign=found)
     return JsonResponse(
         report_render(
@@ -242,13 +231,9 @@ def results_csv(request: HttpRequest, campaign_id: int) -> HttpResponse:
     """One CSV row per recipient, streamed: the admin's export, with the same columns."""
     api_key = authenticate(request, *READ)
     found = campaign_of_key(api_key=api_key, campaign_id=campaign_id)
-    extra = {
-        "replies": message_replies_expression(),
-        "opted_out": message_opted_out_expression(),
-        **export_engagement_columns(),
-    }
     response = StreamingHttpResponse(
-        campaign_results_csv(campaign=found, extra=extra), content_type="text/csv; charset=utf-8"
+        campaign_results_csv(campaign=found, extra=export_extra_columns()),
+        content_type="text/csv; charset=utf-8",
     )
     response["Content-Disposition"] = f'attachment; filename="{campaign_results_filename(found)}"'
     # api_view types its views as returning HttpResponse; a streamed one is its sibling
