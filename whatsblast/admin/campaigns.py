@@ -123,6 +123,7 @@ from whatsblast.admin.tables import mapping_table
 from whatsblast.core.frequency import frequency_cap_parse
 from whatsblast.core.link_destinations import link_destination_errors
 from whatsblast.figures import (
+    FIGURE_ORDER,
     campaigns_figures,
     duration_text,
     export_extra_columns,
@@ -472,12 +473,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
     list_display = (
         "campaign",
         "status_badge",
-        "audience",
-        "sent",
-        "delivered",
-        "read",
-        "failed",
-        "replies",
+        *FIGURE_ORDER[: FIGURE_ORDER.index("replies") + 1],  # audience … replies
         "cost",
     )
     list_display_links = ("campaign",)
