@@ -77,6 +77,10 @@ def import_lock_share(*, wait_s: float) -> bool:
     meanwhile; ``False`` when an import still held it after ``wait_s`` (nothing held then).
     Polled rather than waited on: a wait that timed out would abort the caller's
     transaction."""
+    if not connection.in_atomic_block:
+        raise RuntimeError(
+            "import_lock_share holds its lock until commit: call it in a transaction"
+        )
     deadline = time.monotonic() + wait_s
     with connection.cursor() as cursor:
         while True:

@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 
 from campaigns.audience.importing import contacts_import
+from campaigns.audience.writer import import_lock_share
 from campaigns.models import Contact, ContactList
 from tests.api.test_contacts_api import Caller, issued
 
@@ -64,3 +65,10 @@ def test_a_batch_during_an_import_is_refused_whole_then_goes_through(tmp_path: P
     assert set(gold.values_list("phone", flat=True)) == set(SENT)
     file_list = ContactList.objects.get(name="file")
     assert set(gold.filter(lists=file_list).values_list("phone", flat=True)) == set(IMPORTED[40:])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_shared_import_lock_is_refused_outside_a_transaction() -> None:
+    """Outside one, PostgreSQL would let go of it at once and guard nothing."""
+    with pytest.raises(RuntimeError, match="in a transaction"):
+        import_lock_share(wait_s=0)
