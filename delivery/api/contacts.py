@@ -32,7 +32,7 @@ from delivery.api.errors import ApiProblem, invalid_fields
 from delivery.cloud.client import is_user_id
 from delivery.segments.admin_support import contacts_in_segment
 from delivery.segments.rules import RuleError
-from whatsblast.core.storable import UNSTORABLE, text_storable
+from whatsblast.core.storable import UNSTORABLE, text_storable, text_stripped
 
 MAX_CONTACTS = 10_000
 MAX_PHONE = 32
@@ -81,7 +81,7 @@ class FieldErrors:
         if not text_storable(value):
             self.add(path, UNSTORABLE)
             return None
-        text = value.strip() if strip else value
+        text = text_stripped(value) if strip else value
         if len(text) < min_length:
             self.add(path, "May not be blank." if strip else "May not be empty.")
             return None

@@ -26,6 +26,7 @@ from delivery.api.openapi_parts import (
     json_response,
     page_of,
 )
+from whatsblast.core.storable import BLANK_CLASS
 
 # Error codes these endpoints answer beyond the shared ones.
 ERROR_CODES: list[str] = [
@@ -36,9 +37,9 @@ ERROR_CODES: list[str] = [
     "contacts_import_running",
 ]
 
-# No NUL anywhere; for a name, something besides spaces.
+# No NUL anywhere; for a name, something not blank (``BLANK_CLASS``: the API strips those).
 _STORABLE = "^[^\\u0000]*$"
-_NOT_BLANK = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+_NOT_BLANK = rf"^[^\u0000]*[^{BLANK_CLASS}\u0000][^\u0000]*$"
 
 
 def _text(max_length: int, *, min_length: int = 0, **extra: Any) -> dict[str, Any]:

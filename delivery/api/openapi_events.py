@@ -23,6 +23,7 @@ from delivery.api.openapi_parts import (
     json_response,
     page_of,
 )
+from whatsblast.core.storable import BLANK_CLASS
 
 # delivery.events.types.EVENT_TYPES by name (this layer may not import delivery.events;
 # tests/api/test_subscriptions_api.py fails when the two lists differ).
@@ -46,14 +47,14 @@ EVENT_TYPE_NAMES = (
 
 NAME_MAX = 200  # EventSubscription.name
 URL_MAX = 2000  # EventSubscription.url
-# Characters a name may not hold (control characters), and those that count as blank for
-# Python's str.strip() or ECMAScript's \s alike: a name needs one character outside both.
+# Characters a name may not hold (control characters); it needs one that is not blank
+# (``BLANK_CLASS``) either.
 _CONTROL = r"\x00-\x1f\x7f-\x9f"
-_BLANK = r"\t\n\x0b\x0c\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-NAME_PATTERN = rf"^[^{_CONTROL}]*[^{_CONTROL}{_BLANK}][^{_CONTROL}]*$"
-# http(s), a host name or IPv4 address (no user info, no IPv6 literal), an optional port,
-# then any printable ASCII without spaces.
-URL_PATTERN = r"^https?://[A-Za-z0-9][A-Za-z0-9.-]*(?::[0-9]{1,5})?(?:[/?#][!-~]*)?$"
+NAME_PATTERN = rf"^[^{_CONTROL}]*[^{_CONTROL}{BLANK_CLASS}][^{_CONTROL}]*$"
+# http(s), a host name or IPv4 address (no user info, no IPv6 literal), an optional port
+# (1-65535, no leading zero), then any printable ASCII without spaces.
+_PORT = r"(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
+URL_PATTERN = rf"^https?://[A-Za-z0-9][A-Za-z0-9.-]*(?::{_PORT})?(?:[/?#][!-~]*)?$"
 
 # A cursor this API gives out: base64url, unpadded, of "v1:" and the last id (at most 18
 # digits, all below 2^63). Three digits encode to four characters: the groups below.
@@ -274,7 +275,11 @@ PATHS: dict[str, Any] = {
                     "SubscriptionCreated",
                     REPLAYED,
                 ),
-                "400": error("Malformed JSON, or fields that fail validation (see fields)."),
+                "400": error(
+                    "Malformed JSON, or fields that fail validation (see fields), including a "
+                    "URL whose host is, or resolves to, a loopback, private, link-local or "
+                    "other internal address: events go to public addresses only."
+                ),
                 **AUTH_ERRORS,
                 "403": _WRITE_403,
                 "405": error("Only GET or POST."),

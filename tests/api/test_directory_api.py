@@ -7,6 +7,7 @@ statuses are all provoked.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from django.utils import timezone
 
 from campaigns.models import ContactList, HeaderFormat, Segment, TemplateStatus
 from delivery.api.keys import api_key_create
+from tests.api.support import DOCUMENT
 from tests.api.test_contacts_api import UNKNOWN_KEY, Caller, documented, issued, limited
 from tests.factories import (
     make_account,
@@ -55,6 +57,20 @@ def test_a_list_is_created_once_per_idempotency_key_and_names_are_unique(api: Ca
     assert response.status_code == 400
     assert set(bad["error"]["fields"]) == {"name", "colour"}
     assert ContactList.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "name", ["\x1c", "\ufeff", " \u3000\x85", "\u2009", "a\x1c", "\ufeffVIP", "Sales"]
+)
+def test_a_name_is_blank_to_the_api_exactly_when_the_document_says_so(
+    api: Caller, name: str
+) -> None:
+    pattern = DOCUMENT["components"]["schemas"]["ListRequest"]["properties"]["name"]["pattern"]
+    documented_ok = re.search(pattern, name) is not None
+    response, body = api("POST", "/lists", {"name": name})
+    assert (response.status_code == 201) == documented_ok, body
+    if documented_ok:
+        assert body["name"] == name.strip("\ufeff\x1c")
 
 
 def test_lists_are_paged_with_their_member_counts(api: Caller) -> None:

@@ -39,7 +39,9 @@ MAX_EXAMPLES = 30
 
 
 @pytest.fixture
-def live_api(live_server: Any) -> dict[str, str]:
+def live_api(live_server: Any, settings: Any) -> dict[str, str]:
+    # Subscriptions' URLs as production checks them: internal addresses refused.
+    settings.EVENTS_ALLOW_PRIVATE_URLS = False
     number = make_phone_number(phone_number_id="106540352242922", rate_per_second=80)
     make_template(
         account=number.account, name="otp", body_text="Your code is {{1}}", body_param_count=1

@@ -231,6 +231,10 @@ def test_reading_takes_campaigns_or_read_and_every_change_campaigns(hooks: Hooks
         ({"name": "x", "url": "https://x.example/a b"}, "url"),
         ({"name": "x", "url": "https://user:pw@x.example/"}, "url"),
         ({"name": "x", "url": "https://[::1]/"}, "url"),
+        ({"name": "x", "url": "https://x.example:83258/"}, "url"),  # past 65535
+        ({"name": "x", "url": "https://x.example:0/"}, "url"),
+        ({"name": "x", "url": "https://x.example:080/"}, "url"),
+        ({"name": "\ufeff", "url": "https://x.example"}, "name"),
         ({"name": "x", "url": "https://x.example/" + "a" * 2000}, "url"),
         ({"name": "x", "url": "https://x.example", "event_types": ["message.lost"]}, "event_types"),
         ({"name": "x", "url": "https://x.example", "event_types": "message.sent"}, "event_types"),
@@ -253,6 +257,8 @@ def test_a_body_the_document_refuses_is_refused_naming_the_field(
     "body",
     [
         {"name": "x", "url": "http://127.0.0.1:8000/hooks"},
+        {"name": "x", "url": "https://x.example:65535/"},
+        {"name": "x", "url": "https://x.example:1"},
         {"name": " Pedidos — São Paulo ", "url": "https://a.b-c.example/p/a?t=1&u=2#frag"},
         {"name": "注文", "url": "https://x.example", "event_types": []},
         {"name": "x", "url": "https://x.example", "event_types": ["guard.acted", "guard.acted"]},
