@@ -205,6 +205,18 @@ SCHEMAS: dict[str, Any] = {
         },
     },
     "EventDeadLetterPage": page_of("EventDeadLetter"),
+    "SubscriptionPinged": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["delivered"],
+        "properties": {
+            "delivered": {
+                "type": "boolean",
+                "enum": [True],
+                "description": "The receiver answered the test event with a 2xx.",
+            }
+        },
+    },
     "DeadLettersReplayed": {
         "type": "object",
         "additionalProperties": False,
@@ -351,6 +363,29 @@ PATHS: dict[str, Any] = {
                 "403": _READ_403,
                 "404": _NOT_FOUND,
                 "405": error("Only GET."),
+            },
+        }
+    },
+    "/subscriptions/{id}/ping": {
+        "post": {
+            "operationId": "pingSubscription",
+            "summary": "Send the subscription one signed test event now, to check its receiver.",
+            "description": (
+                'A batch like any other holding one event of type "ping" (sequence 0, a fresh '
+                "id, data naming the subscription), sent at once whether the subscription is "
+                "active or paused; its cursor, retries and dead letters are untouched. " + _OWN
+            ),
+            "parameters": [_SUBSCRIPTION_ID],
+            "responses": {
+                "200": json_response("The receiver took it (2xx).", "SubscriptionPinged"),
+                **AUTH_ERRORS,
+                "403": _WRITE_403,
+                "404": _NOT_FOUND,
+                "405": error("Only POST."),
+                "502": error(
+                    "The receiver did not take it: the message says what it answered, or why "
+                    "it could not be reached."
+                ),
             },
         }
     },

@@ -43,8 +43,12 @@ def address_refusal(address: str) -> str | None:
     return f"{address} is not a public address"
 
 
-def _resolved(host: str, port: int) -> list[str]:
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+def addresses_of(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to now, each once; ``socket.gaierror`` when none."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except UnicodeError as exc:  # the IDNA codec: a label empty or over 63 characters
+        raise socket.gaierror(socket.EAI_NONAME, f"{host!r} is not a host name") from exc
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
@@ -58,7 +62,7 @@ def host_refusal(host: str, port: int) -> str | None:
     except ValueError:
         pass  # a name
     try:
-        addresses = _resolved(host, port)
+        addresses = addresses_of(host, port)
     except OSError:
         return None
     for address in addresses:
@@ -80,7 +84,7 @@ class _CheckedConnect:
         if settings.EVENTS_ALLOW_PRIVATE_URLS:
             return super()._new_conn()  # type: ignore[misc, no-any-return]
         try:
-            addresses = _resolved(self.host, self.port)
+            addresses = addresses_of(self.host, self.port)
         except socket.gaierror as exc:
             raise NameResolutionError(self.host, self, exc) from exc  # type: ignore[arg-type]
         for address in addresses:

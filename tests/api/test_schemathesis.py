@@ -97,7 +97,7 @@ def st_run(live_api: dict[str, str], report: Path, *args: str) -> subprocess.Com
         ],
         capture_output=True,
         text=True,
-        # 33 operations: 230-320 s on the 2-core machine.
+        # 34 operations: 230-320 s on the 2-core machine.
         timeout=660,
         cwd=report.parent,  # its cache (.schemathesis/) goes there, not into the tree
         env=env,

@@ -326,6 +326,33 @@ def test_resume_carries_on_a_paused_subscription(hooks: Hooks) -> None:
     assert hooks.call("post", f"/subscriptions/{created}/resume")[1] == resumed
 
 
+def test_a_test_event_reaches_the_receiver_signed_and_leaves_deliveries_alone(
+    hooks: Hooks, receiver: Receiver
+) -> None:
+    created = hooks.create(url=receiver.url)[1]
+    before = EventSubscription.objects.values("cursor", "attempts", "next_attempt_at").get()
+    EventSubscription.objects.update(active=False, paused_reason="mending the receiver")
+
+    response, answer = hooks.call("post", f"/subscriptions/{created['id']}/ping")
+
+    assert (response.status_code, answer) == (200, {"delivered": True})
+    (post,) = receiver.received
+    assert json.loads(post.body)["subscription_id"] == created["id"]
+    (event,) = post.events
+    assert (event["type"], event["sequence"], event["message_id"]) == ("ping", 0, None)
+    assert event["data"] == {"subscription": created["name"]}
+    assert receiver.all_signed(created["secret"])
+    after = EventSubscription.objects.values("cursor", "attempts", "next_attempt_at").get()
+    assert after == before and not EventSubscription.objects.get().active  # still paused
+    assert not EventDeadLetter.objects.exists()
+
+    receiver.mode = "error"
+    response, refused = hooks.call("post", f"/subscriptions/{created['id']}/ping")
+    assert (response.status_code, refused["error"]["code"]) == (502, "receiver_failed")
+    assert "HTTP 500" in refused["error"]["message"]
+    assert EventSubscription.objects.values("cursor", "attempts", "next_attempt_at").get() == before
+
+
 def test_dead_letters_are_listed_and_replayed_to_the_receiver(
     hooks: Hooks, receiver: Receiver
 ) -> None:
@@ -492,6 +519,12 @@ def test_every_documented_status_of_one_subscription_is_real(
     replay.add(statuses_of(hooks, "post", f"/subscriptions/{one}/dead-letters/replay"))  # 502
     receiver.mode = "ok"
     replay.add(statuses_of(hooks, "post", f"/subscriptions/{one}/dead-letters/replay"))  # 200
+    provoke("post", "/subscriptions/{id}/ping", doomed=True)
+    ping = seen[("/subscriptions/{id}/ping", "post")]
+    ping.add(statuses_of(hooks, "post", f"/subscriptions/{one}/ping"))  # 200
+    receiver.mode = "error"
+    ping.add(statuses_of(hooks, "post", f"/subscriptions/{one}/ping"))  # 502
+    receiver.mode = "ok"
     provoke("delete", "/subscriptions/{id}")  # last: 204
 
     for (template, method), statuses in seen.items():

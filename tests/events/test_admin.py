@@ -237,14 +237,15 @@ def test_a_refused_replay_says_what_the_receiver_answered(
     assert EventDeadLetter.objects.filter(replayed_at__isnull=True).count() == 3
 
 
-def test_the_replay_needs_a_post_with_the_csrf_token(receiver: Receiver) -> None:
+def test_a_replay_or_a_test_event_needs_a_post_with_the_csrf_token(receiver: Receiver) -> None:
     subscription, _ = subscription_create(name="CRM", url=receiver.url)
     dead_letters(subscription, 1)
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(role_user(OPERATORS))
 
-    assert strict.post(action_url("replay", subscription)).status_code == 403
-    assert strict.get(action_url("replay", subscription)).status_code == 302
+    for verb in ("replay", "ping"):
+        assert strict.post(action_url(verb, subscription)).status_code == 403
+        assert strict.get(action_url(verb, subscription)).status_code == 302
     assert not receiver.received
 
 
@@ -257,9 +258,10 @@ def test_support_looks_but_cannot_act() -> None:
     page = support.get(change_url(subscription)).content.decode()
     assert "1 waiting for a replay" in page and secret not in page
     assert 'id="replay-form"' not in page and 'id="pause-form"' not in page
+    assert 'id="ping-form"' not in page
     assert "need the Operators role" in page
     assert support.get(ADD).status_code == 403
-    for verb in ("pause", "resume", "replay"):
+    for verb in ("pause", "resume", "replay", "ping"):
         assert support.post(action_url(verb, subscription)).status_code == 403
     subscription.refresh_from_db()
     assert subscription.active

@@ -5,6 +5,7 @@ worker connects, with nothing lost."""
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client, override_settings
 
 from delivery.api.keys import api_key_create
-from delivery.events.destinations import address_refusal, host_refusal
+from delivery.events.destinations import address_refusal, addresses_of, host_refusal
 from delivery.events.subscriptions import subscription_create, url_errors
 from delivery.events.worker import events_pass
 from delivery.models import EventOutbox, EventSubscription
@@ -85,6 +86,34 @@ def test_the_api_refuses_a_private_destination_with_the_reason() -> None:
     url_error = response.json()["error"]["fields"]["url"]
     assert "public addresses only" in url_error and "169.254.169.254" in url_error
     assert not EventSubscription.objects.exists()
+
+
+@pytest.mark.parametrize("allow_private", [False, True])
+@pytest.mark.parametrize(
+    "host", ["0" * 300, "a" * 64 + ".example.com", "x..example.com", ("a" * 60 + ".") * 5 + "com"]
+)
+def test_a_host_dns_cannot_hold_is_refused_by_name_not_a_crash(
+    host: str, allow_private: bool
+) -> None:
+    _, key = api_key_create(name="shop", scopes=["campaigns"], all_numbers=True)
+    with override_settings(EVENTS_ALLOW_PRIVATE_URLS=allow_private):
+        response = Client().post(
+            "/api/v1/subscriptions",
+            data=json.dumps({"name": "long", "url": f"https://{host}/hooks"}),
+            content_type="application/json",
+            headers={"Authorization": f"Bearer {key}"},
+        )
+    assert response.status_code == 400, response.content
+    assert "not a name DNS can hold" in response.json()["error"]["fields"]["url"]
+    assert not EventSubscription.objects.exists()
+
+
+def test_the_worker_takes_an_unusable_host_name_as_unresolvable() -> None:
+    with override_settings(EVENTS_ALLOW_PRIVATE_URLS=False):
+        assert host_refusal("0" * 300, 443) is None  # not refused as private: delivery fails
+        with pytest.raises(socket.gaierror, match="is not a host name"):
+            addresses_of("0" * 300, 443)
+        assert url_errors("https://" + "a" * 63 + ".example.com/h") is None
 
 
 def test_the_admin_form_refuses_a_private_destination() -> None:

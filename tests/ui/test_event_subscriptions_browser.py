@@ -120,4 +120,15 @@ def test_an_operator_subscribes_copies_the_secret_once_and_replays_dead_letters(
     assert wide.locator("#replay-form").count() == 0
     assert [e["id"] for e in receiver.events()] == [str(e.event_id) for e in events]
     assert receiver.all_signed(shown)
+
+    # A test event, to check the receiver: signed, sent at once, deliveries untouched.
+    cursor = EventSubscription.objects.get().cursor
+    receiver.mode = "error"
+    wide.click("#ping-form input[type=submit]")
+    assert "did not take the test event: HTTP 500" in wide.inner_text(".messagelist .error")
+    receiver.mode = "ok"
+    wide.click("#ping-form input[type=submit]")
+    assert "the receiver took it (2xx)" in wide.inner_text(".messagelist .success")
+    assert receiver.events()[-1]["type"] == "ping" and receiver.all_signed(shown)
+    assert EventSubscription.objects.get().cursor == cursor
     screenshot(wide, "event-subscriptions.png", full_page=True)

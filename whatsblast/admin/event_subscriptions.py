@@ -29,6 +29,7 @@ from delivery.events.subscriptions import (
     dead_letters_replay,
     subscription_create,
     subscription_pause,
+    subscription_ping,
     subscription_resume,
     url_errors,
 )
@@ -253,7 +254,7 @@ class EventSubscriptionAdmin(admin.ModelAdmin[EventSubscription]):
             ),
         )
 
-    # --- pause, resume, replay ---------------------------------------------------------------
+    # --- pause, resume, replay, ping ---------------------------------------------------------
 
     @admin.action(description="Pause selected subscriptions", permissions=("change",))
     def pause_subscriptions(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
@@ -288,6 +289,11 @@ class EventSubscriptionAdmin(admin.ModelAdmin[EventSubscription]):
                 "<int:object_id>/replay/",
                 view(self.replay_view),
                 name="delivery_eventsubscription_replay",
+            ),
+            path(
+                "<int:object_id>/ping/",
+                view(self.ping_view),
+                name="delivery_eventsubscription_ping",
             ),
             *super().get_urls(),
         ]
@@ -326,6 +332,13 @@ class EventSubscriptionAdmin(admin.ModelAdmin[EventSubscription]):
             raise PermissionDenied
         return subscription
 
+    def _done(
+        self, request: HttpRequest, subscription: EventSubscription, change: str, outcome: str
+    ) -> None:
+        """Record ``change`` in the subscription's history and tell the user its ``outcome``."""
+        self.log_change(request, subscription, change)
+        self.message_user(request, f"“{subscription}” {outcome}", messages.SUCCESS)
+
     def _back(self, subscription: EventSubscription) -> HttpResponseRedirect:
         return HttpResponseRedirect(
             reverse("admin:delivery_eventsubscription_change", args=[subscription.pk])
@@ -336,21 +349,36 @@ class EventSubscriptionAdmin(admin.ModelAdmin[EventSubscription]):
         if request.method == "POST" and subscription.active:
             reason = str(request.POST.get("reason") or "").strip()[:PAUSE_REASON_MAX]
             subscription_pause(subscription=subscription, reason=reason or _paused_by(request))
-            self.log_change(request, subscription, "Paused.")
-            self.message_user(
-                request, f"“{subscription}” is paused: nothing is sent to it.", messages.SUCCESS
-            )
+            self._done(request, subscription, "Paused.", "is paused: nothing is sent to it.")
         return self._back(subscription)
 
     def resume_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         subscription = self._acted_on(request, object_id)
         if request.method == "POST" and not subscription.active:
             subscription_resume(subscription=subscription)
-            self.log_change(request, subscription, "Resumed.")
-            self.message_user(
+            self._done(
                 request,
-                f"“{subscription}” resumed: deliveries carry on from where it stopped.",
-                messages.SUCCESS,
+                subscription,
+                "Resumed.",
+                "resumed: deliveries carry on from where it stopped.",
+            )
+        return self._back(subscription)
+
+    def ping_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        subscription = self._acted_on(request, object_id)
+        if request.method != "POST":
+            return self._back(subscription)
+        error = subscription_ping(subscription=subscription)
+        if error:
+            self.message_user(
+                request, f"The receiver did not take the test event: {error}", messages.ERROR
+            )
+        else:
+            self._done(
+                request,
+                subscription,
+                "Sent a test event: the receiver took it.",
+                f"was sent a test event at {subscription.url}: the receiver took it (2xx).",
             )
         return self._back(subscription)
 

@@ -2,7 +2,7 @@
 
 A key sees and manages only the subscriptions it created (``api_key``): any other id
 answers 404, exactly as a missing one, so ids of other keys' subscriptions stay secret.
-Reading takes ``campaigns`` or ``read``; creating, deleting, resuming and replaying take
+Reading takes ``campaigns`` or ``read``; creating, deleting, resuming, replaying and pinging take
 ``campaigns``. Checks run in ``api_common``'s order: 401, 429, 403, then the body (415,
 413, 400), then 409 and 404.
 """
@@ -23,6 +23,7 @@ from delivery.api.openapi_events import NAME_MAX, NAME_PATTERN, URL_MAX, URL_PAT
 from delivery.events.subscriptions import (
     dead_letters_replay,
     subscription_create,
+    subscription_ping,
     subscription_resume,
     url_errors,
 )
@@ -223,6 +224,18 @@ def dead_letters_replay_view(request: HttpRequest, subscription_id: int) -> Http
     return JsonResponse({"replayed": replay.events})
 
 
+@api_view("POST")
+def subscription_ping_view(request: HttpRequest, subscription_id: int) -> HttpResponse:
+    api_key = authenticate(request, ApiScope.CAMPAIGNS)
+    found = _own(api_key, subscription_id)
+    error = subscription_ping(subscription=found)
+    if error:
+        raise ApiProblem(
+            502, "receiver_failed", f"The receiver did not take the test event: {error}"
+        )
+    return JsonResponse({"delivered": True})
+
+
 urlpatterns: list[URLPattern] = [
     path("subscriptions", subscriptions, name="subscriptions"),
     path("subscriptions/<int:subscription_id>", subscription, name="subscription"),
@@ -230,6 +243,11 @@ urlpatterns: list[URLPattern] = [
         "subscriptions/<int:subscription_id>/resume",
         subscription_resume_view,
         name="subscription_resume",
+    ),
+    path(
+        "subscriptions/<int:subscription_id>/ping",
+        subscription_ping_view,
+        name="subscription_ping",
     ),
     path(
         "subscriptions/<int:subscription_id>/dead-letters",
