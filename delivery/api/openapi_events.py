@@ -208,13 +208,19 @@ SCHEMAS: dict[str, Any] = {
     "SubscriptionPinged": {
         "type": "object",
         "additionalProperties": False,
-        "required": ["delivered"],
+        "required": ["delivered", "error"],
         "properties": {
             "delivered": {
                 "type": "boolean",
-                "enum": [True],
                 "description": "The receiver answered the test event with a 2xx.",
-            }
+            },
+            "error": {
+                "type": ["string", "null"],
+                "description": (
+                    "Why it did not: the status and the start of the body it answered, or "
+                    "why it could not be reached (refused, timed out, not a public address)."
+                ),
+            },
         },
     },
     "DeadLettersReplayed": {
@@ -373,19 +379,18 @@ PATHS: dict[str, Any] = {
             "description": (
                 'A batch like any other holding one event of type "ping" (sequence 0, a fresh '
                 "id, data naming the subscription), sent at once whether the subscription is "
-                "active or paused; its cursor, retries and dead letters are untouched. " + _OWN
+                "active or paused; its cursor, retries and dead letters are untouched. The answer "
+                "says whether the receiver took it. " + _OWN
             ),
             "parameters": [_SUBSCRIPTION_ID],
             "responses": {
-                "200": json_response("The receiver took it (2xx).", "SubscriptionPinged"),
+                "200": json_response(
+                    "Sent: whether the receiver took it, and if not, why.", "SubscriptionPinged"
+                ),
                 **AUTH_ERRORS,
                 "403": _WRITE_403,
                 "404": _NOT_FOUND,
                 "405": error("Only POST."),
-                "502": error(
-                    "The receiver did not take it: the message says what it answered, or why "
-                    "it could not be reached."
-                ),
             },
         }
     },
