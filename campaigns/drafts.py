@@ -358,3 +358,44 @@ def _segments_get(names: Sequence[str]) -> list[Segment]:
     if missing:
         raise ValidationError(f"no segment named {', '.join(repr(m) for m in missing)}")
     return segments
+
+
+# What a copy of a campaign does not take: its identity, its run (status, times, the
+# canary's, the A/B test's and the guard's verdicts) and its kind.
+_NOT_COPIED = frozenset(
+    {
+        "id", "name", "kind", "status", "status_reason", "scheduled_at", "started_at",
+        "completed_at", "first_completed_at", "canary_state", "guard_rate_cap",
+        "guard_reason", "guard_since", "ab_state", "ab_winner", "ab_decided_at",
+        "ab_decision", "created_at", "updated_at",
+    }
+)  # fmt: skip
+
+
+def campaign_copy(*, model: Campaign, name: str, kind: str) -> Campaign:
+    """A new draft with everything ``model`` is set to send (number, template, mapping,
+    audience and exclusions, cap, window, languages, engagement, A/B variants, pool), as
+    a recurring campaign's run is made from the campaign it repeats."""
+    fields = {
+        f.attname: getattr(model, f.attname)
+        for f in Campaign._meta.concrete_fields
+        if f.name not in _NOT_COPIED
+    }
+    with transaction.atomic():
+        copy = Campaign.objects.create(
+            **fields, name=name[:200], kind=kind, status=CampaignStatus.DRAFT
+        )
+        copy.lists.set(model.lists.all())
+        copy.segments.set(model.segments.all())
+        copy.exclude_lists.set(model.exclude_lists.all())
+        copy.exclude_segments.set(model.exclude_segments.all())
+        copy.pool_numbers.set(model.pool_numbers.all())
+        copy.exclude_reached_campaigns.set(model.exclude_reached_campaigns.all())
+        for variant in model.variants.order_by("position"):
+            CampaignVariant.objects.create(
+                campaign=copy,
+                position=variant.position,
+                template=variant.template,
+                param_mapping=variant.param_mapping,
+            )
+    return copy

@@ -447,8 +447,23 @@ class AbState(models.TextChoices):
     DECIDED = "decided", "Winner sent to the rest"
 
 
+class CampaignKind(models.TextChoices):
+    """What made the campaign: a person (or the API), a journey's send step (it runs while
+    the journey is live and never completes on its own), or a recurring campaign's run."""
+
+    CAMPAIGN = "campaign", "Campaign"
+    JOURNEY_STEP = "journey_step", "A journey's send step"
+    RECURRING_RUN = "recurring_run", "A recurring campaign's run"
+
+
 class Campaign(models.Model):
     name = models.CharField(max_length=200)
+    kind = models.CharField(
+        max_length=16,
+        choices=CampaignKind.choices,
+        default=CampaignKind.CAMPAIGN,
+        db_default=CampaignKind.CAMPAIGN,
+    )
     phone_number = models.ForeignKey(
         PhoneNumber, on_delete=models.PROTECT, related_name="campaigns"
     )
@@ -503,6 +518,15 @@ class Campaign(models.Model):
         max_length=16,
         blank=True,
         help_text="Language for recipients with no approved match; empty skips them.",
+    )
+    # Leave out everyone these campaigns reached (sent, delivered or read): a recurring
+    # campaign's runs "only for people no earlier run reached" (delivery.campaigns.audience).
+    exclude_reached_campaigns = models.ManyToManyField(
+        "self",
+        symmetrical=False,
+        blank=True,
+        related_name="+",
+        verbose_name="leave out people these campaigns reached",
     )
     # The campaign whose report this one follows up (campaigns.follow_ups).
     follow_up_of = models.ForeignKey(

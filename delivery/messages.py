@@ -241,6 +241,83 @@ def transactional_message_insert(message: Message) -> Message:
     return message
 
 
+@dataclass(frozen=True)
+class JourneyMessage:
+    """A message a journey's step makes (journeys.sends): a template through the step's
+    campaign, or, inside the person's 24-hour window, a free-form text (``kind``
+    transactional, no campaign) with its reply buttons in ``params``."""
+
+    kind: str
+    campaign_id: int | None
+    contact_id: int
+    phone_number_id: int
+    template_id: int | None
+    to: str
+    params: dict[str, Any]
+    text: str
+    journey_instance_id: int
+    journey_step: str
+    due_at: datetime
+
+
+# A batch of a journey's sends in one statement, pending and due at their time. ON CONFLICT
+# DO NOTHING on the unique (journey_instance_id, journey_step): a step that fired before
+# (a sweep's transaction is the only writer, but a retry after a crash must stay harmless)
+# inserts nothing and returns nothing, so the caller knows it made no second message.
+_JOURNEY_INSERT_SQL = f"""
+INSERT INTO delivery_message
+       (kind, campaign_id, contact_id, phone_number_id, template_id, "to", params, text,
+        status, skip_reason, attempt, pair_limit_hits, next_attempt_at, wa_id,
+        last_error_title, last_error_details, error_history, created_at,
+        conversation_id, pricing_category, request_sha256, journey_instance_id, journey_step)
+SELECT r->>0, (r->>1)::bigint, (r->>2)::bigint, (r->>3)::bigint, (r->>4)::bigint, r->>5,
+       r->6, r->>7, '{S.PENDING}', '', 0, 0, (r->>10)::timestamptz, '', '', '', '[]'::jsonb,
+       now(), '', '', '', (r->>8)::bigint, r->>9
+  FROM jsonb_array_elements(%s::jsonb) AS j(r)
+ON CONFLICT DO NOTHING
+RETURNING id, journey_instance_id, journey_step
+"""  # noqa: S608 - built from constants
+
+
+def journey_messages_insert(rows: Sequence[JourneyMessage]) -> dict[tuple[int, str], int]:
+    """Store a journey's sends; the message id of each (instance, step) inserted."""
+    if not rows:
+        return {}
+    payload = _json_rows(
+        [
+            (
+                r.kind, r.campaign_id, r.contact_id, r.phone_number_id, r.template_id, r.to,
+                r.params, r.text, r.journey_instance_id, r.journey_step, _iso(r.due_at),
+            )
+            for r in rows
+        ]
+    )  # fmt: skip
+    return {(int(i), str(step)): int(m) for m, i, step in _fetch(_JOURNEY_INSERT_SQL, [payload])}
+
+
+# An instance that left its journey (an exit event, an opt-out, an archived journey): its
+# messages still waiting to go are skipped, with the reason. Through the unique
+# (journey_instance_id, journey_step) index; locked in id order first (see ``_LOCK_SQL``).
+_JOURNEY_SKIP_SQL = f"""
+WITH skipped AS (
+    SELECT id FROM delivery_message
+     WHERE journey_instance_id = ANY(%s::bigint[]) AND send_status = '{S.PENDING}'
+     ORDER BY id
+       FOR UPDATE
+)
+UPDATE delivery_message AS m SET status = '{S.SKIPPED}', skip_reason = %s
+  FROM skipped k
+ WHERE m.id = k.id AND m.status = '{S.PENDING}'
+"""  # noqa: S608
+
+
+def journey_pending_skip(*, instance_ids: Sequence[int], reason: str) -> int:
+    """Skip the unsent messages of instances that left their journey; how many."""
+    if not instance_ids:
+        return 0
+    return _run(_JOURNEY_SKIP_SQL, [list(instance_ids), reason[:200]])
+
+
 # --- claim ---------------------------------------------------------------------------------
 
 # SKIP LOCKED lets any number of workers on any number of hosts claim from the same

@@ -149,15 +149,28 @@ class Message(models.Model):
     )
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)
     request_sha256 = models.CharField(max_length=64, blank=True)
+    # A journey's send (journeys.sends): the instance and the step that made it. No foreign
+    # key (delivery sits below journeys); nullable without a default, so adding them wrote
+    # no row. At most one message per instance and step: the unique index below.
+    journey_instance_id = models.BigIntegerField(null=True, blank=True)
+    journey_step = models.CharField(max_length=40, blank=True, db_default="")
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=("wamid",), name="delivery_message_wamid_key"),
-            # A recipient gets a campaign at most once, whatever happens to the launch.
+            # A recipient gets a campaign at most once, whatever happens to the launch. A
+            # journey's step campaign sends to a person once per instance (below) instead:
+            # a person re-entering the journey is sent again.
             models.UniqueConstraint(
                 fields=("campaign", "to"),
-                condition=models.Q(campaign__isnull=False),
+                condition=models.Q(campaign__isnull=False, journey_instance_id__isnull=True),
                 name="message_unique_recipient_per_campaign",
+            ),
+            # Each step of a journey fires at most once per instance, whatever retries.
+            models.UniqueConstraint(
+                fields=("journey_instance_id", "journey_step"),
+                condition=models.Q(journey_instance_id__isnull=False),
+                name="message_unique_journey_step",
             ),
             # Two concurrent retries of one API request: the second INSERT fails here and
             # finds the first one's message instead of sending twice.
@@ -316,6 +329,22 @@ class ServiceWindow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} wrote to {self.phone_number_id} at {self.last_inbound_at}"
+
+
+class MarketingHold(models.Model):
+    """Meta's per-user marketing limit (131049) reached for a contact: no marketing step
+    of a journey goes to them before ``until`` (delivery.marketing_holds). Meta asks for
+    24 h at least; an earlier retry can keep the user blocked longer."""
+
+    contact = models.OneToOneField(
+        "campaigns.Contact", on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    until = models.DateTimeField()
+    since = models.DateTimeField()
+    message_id = models.BigIntegerField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"no marketing to {self.contact_id} before {self.until}"
 
 
 class DeadLetterStatus(models.TextChoices):

@@ -3,8 +3,9 @@
 A send can be accepted and fail later: the ``failed`` status callback (and a value-level
 ``errors[]`` item, which names no message) carries the same codes as a synchronous error,
 and means the same: 131050 is an opt-out, a paused template stops its campaigns, a locked
-or unpaid account stops all of them, 130429/131048 slow the number. Each rule below is a
-row of docs/webhooks.md.
+or unpaid account stops all of them, 130429/131048 slow the number, 131049 (Meta's per-user
+marketing limit) holds the person 24 h and sends a journey's message again then. Each rule
+below is a row of docs/webhooks.md.
 """
 
 from __future__ import annotations
@@ -18,8 +19,10 @@ from datetime import datetime
 from campaigns.models import BusinessAccount, PhoneNumber, Template, TemplateStatus
 from campaigns.state import campaigns_pause_for
 from delivery.consent import contacts_stop
+from delivery.marketing_holds import MARKETING_LIMIT_CODE, marketing_holds_record
 from delivery.messages import NewlyFailed
 from delivery.numbers import phone_numbers_throttle
+from journeys.whatsapp import journey_sends_limited
 from webhooks.payloads import AsyncErrorItem
 
 logger = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ class FailureReport:
     opted_out: int = 0
     campaigns_paused: int = 0
     numbers_slowed: int = 0
+    journey_sends_again: int = 0
 
 
 def failures_apply(*, failed: Sequence[NewlyFailed], now: datetime) -> FailureReport:
@@ -59,6 +63,14 @@ def failures_apply(*, failed: Sequence[NewlyFailed], now: datetime) -> FailureRe
         return report
     stops = [f.contact_id for f in failed if f.error_code == OPTED_OUT_CODE and f.contact_id]
     report.opted_out = contacts_stop(contact_ids=stops, at=now, reason=OPT_OUT_REASON)
+    limited = [f for f in failed if f.error_code == MARKETING_LIMIT_CODE and f.contact_id]
+    if limited:
+        # Meta's per-user marketing limit: the person is held 24 h; a journey's send goes
+        # again then instead of failing (journeys.whatsapp).
+        marketing_holds_record([(f.contact_id or 0, now, f.message_id) for f in limited])
+        report.journey_sends_again = journey_sends_limited(
+            message_ids=[f.message_id for f in limited], now=now
+        )
     for code, status in TEMPLATE_CODES.items():
         template_ids = {f.template_id for f in failed if f.error_code == code and f.template_id}
         for template in Template.objects.filter(pk__in=template_ids):

@@ -21,6 +21,7 @@ from campaigns.audience.identities import (
 from campaigns.models import Contact, PhoneNumber
 from delivery.consent import contacts_stop
 from delivery.service_windows import service_windows_record
+from journeys.whatsapp import Reply, replies_record
 from webhooks.models import InboundMessage
 from webhooks.payloads import Inbound, json_clean
 
@@ -190,6 +191,24 @@ def inbound_store(
         ]
     )
     opted = _contacts_opt_out(found, opting_out, now)
+    # What people say reaches the journeys too: a reply ends a wait for one, a tap on
+    # Confirm answers an order's question (journeys.whatsapp).
+    replies_record(
+        [
+            Reply(
+                contact_id=r.contact.pk,
+                wamid=r.wamid,
+                phone_number_id=m.phone_number_id,
+                type=r.type,
+                text=r.text,
+                payload=r.button_payload,
+                context_wamid=r.context_wamid,
+                sent_at=r.sent_at,
+            )
+            for r, m in zip(rows, messages, strict=True)
+            if r.contact is not None and r.type != "system"
+        ]
+    )
     moved_numbers, moved_user_ids = _identities_change(messages)
     return InboundReport(stored, opted, moved_numbers, moved_user_ids)
 

@@ -19,6 +19,7 @@ from delivery.campaigns.pricing import campaign_costs_refresh
 from delivery.cloud.template_sync import templates_sync_all
 from delivery.engine.send_service import number_slot_send, transactional_message_send
 from delivery.graph_reads import numbers_graph_read_all
+from journeys.passes import journeys_drain
 from webhooks.applier import events_drain
 from whatsblast.core import queues
 from whatsblast.tick import maintenance_tick
@@ -53,6 +54,13 @@ def transactional_send_job(message_id: int) -> str:
 
 def maintenance_tick_job() -> dict[str, Any]:
     return maintenance_tick()
+
+
+def journeys_pass_job() -> dict[str, Any]:
+    """Route stored events and fire due journey steps until none is left (or a minute
+    passed: then it queues itself again). Queued by the events API and by a tick whose
+    short pass left work."""
+    return journeys_drain()
 
 
 def webhook_apply_job() -> dict[str, int]:

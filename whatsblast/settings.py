@@ -245,6 +245,19 @@ CONVERSIONS_MAX_BODY_BYTES = env_int(
 )
 # --- end engagement --------------------------------------------------------------------------
 
+# --- journeys: events in, the sweep (journeys/) ------------------------------------------------
+# Events in one POST /api/v1/events request (Meta-free: what other systems say contacts did).
+EVENTS_IN_MAX_BATCH = env_int("EVENTS_IN_MAX_BATCH", 1000, minimum=1, maximum=10_000)
+# Largest POST /api/v1/events body: 1,000 events with a cart of a few items each are
+# 0.3-1 MiB of JSON; each event's properties are at most 8 KiB.
+EVENTS_IN_MAX_BODY_BYTES = env_int(
+    "EVENTS_IN_MAX_BODY_BYTES", 4 * 1024 * 1024, minimum=1024, maximum=64 * 1024 * 1024
+)
+# How long the tick's journeys pass (route events, fire due steps, check entries) may run
+# before it leaves the rest to its own job (journeys/passes.py).
+JOURNEYS_TICK_BUDGET_SECONDS = env_float("JOURNEYS_TICK_BUDGET_SECONDS", 1.0, minimum=0.05)
+# --- end journeys ----------------------------------------------------------------------------
+
 # --- admin UI: contact uploads, login throttling (campaigns/upload.py, login_throttle.py) ---
 # Uploaded contact files are written here as they stream in, then imported by a worker on
 # the maintenance queue: web and maintenance workers must share this directory.
@@ -271,6 +284,7 @@ INSTALLED_APPS = [
     "django_prometheus",
     "campaigns",
     "delivery",
+    "journeys",
     "webhooks",
     "whatsblast",
 ]

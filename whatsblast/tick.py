@@ -3,7 +3,8 @@
 Each step finds its work in PostgreSQL, so after a crashed worker or a lost Redis the next
 tick puts everything back in motion: leases expired and ambiguous sends settled, due
 schedules launched, canaries judged and released, A/B tests decided and their winners sent
-to the rest, the quality guard's verdicts on running campaigns, running campaigns without a
+to the rest, journeys moved on (events routed, due steps fired, entries checked, recurring
+runs launched), the quality guard's verdicts on running campaigns, running campaigns without a
 sender given one, transactional sends re-queued, webhook events a missed enqueue left behind
 applied, launches and uploads whose job was lost queued again, the campaigns' message
 counters folded, the template catalogue synced on its interval, callbacks past their
@@ -13,6 +14,8 @@ retention deleted.
 from __future__ import annotations
 
 from typing import Any
+
+from django.conf import settings
 
 from campaigns.audience.uploads import contact_uploads_requeue_lost
 from delivery.campaigns.ab_tests import ab_tests_check
@@ -26,6 +29,7 @@ from delivery.cloud.template_sync import template_sync_schedule
 from delivery.engine.dispatch import campaigns_due_kick, transactional_due_requeue
 from delivery.engine.reconcile import reconcile
 from delivery.graph_reads import graph_read_schedule
+from journeys.passes import journeys_pass
 from webhooks.applier import events_drain
 from webhooks.retention import events_purge_schedule
 
@@ -44,6 +48,8 @@ def maintenance_tick() -> dict[str, Any]:
     kicked = campaigns_due_kick()
     requeued = transactional_due_requeue()
     applied = events_drain(budget_seconds=WEBHOOK_SWEEP_BUDGET_S).as_dict()
+    # After the callbacks: the replies they carried end waits in this same pass.
+    journeys = journeys_pass(budget_s=settings.JOURNEYS_TICK_BUDGET_SECONDS)
     # After the callbacks: the opt-outs and blocks they carried count at once.
     guarded = guards_run()
     purged = events_purge_schedule(budget_seconds=WEBHOOK_PURGE_BUDGET_S)
@@ -58,6 +64,8 @@ def maintenance_tick() -> dict[str, Any]:
         "slots_started": kicked,
         "transactional_requeued": requeued,
         "webhooks": applied,
+        # Journeys: events routed, due steps fired, entries checked, recurring runs.
+        "journeys": journeys,
         "guard": guarded,
         "launches_requeued": launches_requeue_lost(),
         "uploads_requeued": contact_uploads_requeue_lost(),

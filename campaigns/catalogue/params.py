@@ -28,6 +28,7 @@ Rendered params (what ``Message.params`` holds, the format ``delivery.cloud.clie
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -708,6 +709,78 @@ def _source_value(source: dict[str, str], contact: Contact) -> str:
     value = contact.field_value(source["field"])
     text = "" if value is None else str(value)
     return text if text.strip() else source.get("fallback", text)
+
+
+# --- a journey's event properties -------------------------------------------------------
+#
+# A journey's send step may also map ``{"property": NAME}`` (``"fallback": TEXT`` for an
+# instance without it): a property of the event that started the instance (a cart's URL
+# suffix, an order id). The template rules above know only fields and values, so a journey
+# checks its mapping with every property source read as a value, and renders it with each
+# property source replaced by the instance's value first: the rules stay in this one home.
+
+PROPERTY_SOURCE = "property"
+
+
+def _is_property(source: Any) -> bool:
+    return isinstance(source, dict) and PROPERTY_SOURCE in source
+
+
+def property_source_errors(mapping: Any) -> list[str]:
+    """Why a mapping's property sources are malformed ([] when they are fine)."""
+    errors = []
+    for source in _all_sources(mapping):
+        if not _is_property(source):
+            continue
+        ok = (
+            isinstance(source.get(PROPERTY_SOURCE), str)
+            and bool(source[PROPERTY_SOURCE])
+            and set(source) <= {PROPERTY_SOURCE, "fallback"}
+            and isinstance(source.get("fallback", ""), str)
+        )
+        if not ok:
+            errors.append(
+                f"{source!r}: expected {{'property': NAME}} or {{'property': NAME, "
+                "'fallback': TEXT}}"
+            )
+    return errors
+
+
+def mapping_with_properties(mapping: Any, properties: dict[str, Any] | None) -> Any:
+    """``mapping`` with each property source replaced by ``{"value": …}``: the instance's
+    property (its fallback when blank or absent), or, with ``properties`` None (checking
+    a definition), the property's name as a stand-in value."""
+    if isinstance(mapping, list):
+        return [mapping_with_properties(item, properties) for item in mapping]
+    if not isinstance(mapping, dict):
+        return mapping
+    if _is_property(mapping):
+        name = str(mapping.get(PROPERTY_SOURCE))
+        if properties is None:
+            return {"value": name}
+        value = properties.get(name)
+        text = "" if value is None else (value if isinstance(value, str) else json.dumps(value))
+        return {"value": text if text.strip() else str(mapping.get("fallback", text))}
+    return {key: mapping_with_properties(value, properties) for key, value in mapping.items()}
+
+
+def mapped_properties(mapping: Any) -> list[str]:
+    """The event properties a mapping reads."""
+    return sorted({str(s[PROPERTY_SOURCE]) for s in _all_sources(mapping) if _is_property(s)})
+
+
+def _all_sources(mapping: Any) -> list[Any]:
+    """Every dict with a source key anywhere in ``mapping`` (any section, cards)."""
+    found: list[Any] = []
+    if isinstance(mapping, dict):
+        if {"field", "value", "click", PROPERTY_SOURCE} & set(mapping):
+            return [mapping]
+        for value in mapping.values():
+            found += _all_sources(value)
+    elif isinstance(mapping, list):
+        for value in mapping:
+            found += _all_sources(value)
+    return found
 
 
 def params_sql(

@@ -43,7 +43,13 @@ EVENT_TYPE_NAMES = (
     "campaign.completed",
     "campaign.cancelled",
     "guard.acted",
+    "journey.entered",
+    "journey.step_fired",
+    "journey.exited",
 )
+# A journey's own event (an emit step's: order.cancel_requested). The families of the names
+# above are whatsblast's: a name in one that is not listed is refused (400).
+CUSTOM_EVENT_TYPE = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
 
 NAME_MAX = 200  # EventSubscription.name
 URL_MAX = 2000  # EventSubscription.url
@@ -119,7 +125,14 @@ _SUBSCRIPTION_PROPERTIES: dict[str, Any] = {
 }
 
 SCHEMAS: dict[str, Any] = {
-    "EventType": {"enum": list(EVENT_TYPE_NAMES)},
+    "EventType": {
+        "description": "One of whatsblast's event types, or a dotted name a journey sends "
+        "out (its emit step's, e.g. order.cancel_requested).",
+        "anyOf": [
+            {"enum": list(EVENT_TYPE_NAMES)},
+            {"type": "string", "pattern": CUSTOM_EVENT_TYPE, "maxLength": 40},
+        ],
+    },
     "SubscriptionRequest": {
         "type": "object",
         "additionalProperties": False,

@@ -60,6 +60,9 @@ class SendRequest:
     language: str | None = None
     params: dict[str, Any] | None = None
     text: str | None = None
+    # With ``text``: up to three reply buttons, (id, title) each, sent as an interactive
+    # message (only inside the customer-service window, as any free-form message).
+    buttons: tuple[tuple[str, str], ...] = ()
     # MESSAGES, or MARKETING_MESSAGES (the Marketing Messages API, templates only) with its
     # product_policy ("" leaves Meta's default) and message_activity_sharing (None: the
     # WABA's setting).
@@ -187,6 +190,18 @@ def build_message_body(req: SendRequest) -> dict[str, Any]:
             template["components"] = components
         body["type"] = "template"
         body["template"] = template
+    elif req.text is not None and req.buttons:
+        body["type"] = "interactive"
+        body["interactive"] = {
+            "type": "button",
+            "body": {"text": req.text},
+            "action": {
+                "buttons": [
+                    {"type": "reply", "reply": {"id": button_id, "title": title}}
+                    for button_id, title in req.buttons
+                ]
+            },
+        }
     elif req.text is not None:
         body["type"] = "text"
         body["text"] = {"preview_url": False, "body": req.text}

@@ -1,14 +1,16 @@
 """A running campaign completes when none of its rows can still move on their own.
 
 Asked at the end of every sender chain and by every maintenance tick; the statement is its
-own guard, so any number of askers complete a campaign once.
+own guard, so any number of askers complete a campaign once. A journey's send step is a
+campaign that runs while its journey is live, however long it has nothing to send: it is
+never completed here (journeys.step_campaigns ends it).
 """
 
 from __future__ import annotations
 
 from django.db import connection
 
-from campaigns.models import CampaignStatus
+from campaigns.models import CampaignKind, CampaignStatus
 from delivery.models import OPEN_STATUSES
 
 # A campaign is done when none of its rows can still move on their own.
@@ -18,6 +20,7 @@ UPDATE campaigns_campaign AS c
        first_completed_at = coalesce(c.first_completed_at, now()),
        status_reason = ''
  WHERE c.status = '{CampaignStatus.RUNNING}'
+   AND c.kind <> '{CampaignKind.JOURNEY_STEP}'
    AND (%(campaign_id)s::bigint IS NULL OR c.id = %(campaign_id)s)
    AND NOT EXISTS (SELECT 1 FROM delivery_message m
                     WHERE m.campaign_id = c.id

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import logging
 
+from django.utils import timezone
+
 from campaigns.models import Campaign
 from campaigns.state import campaign_pause
 from delivery.engine import adaptive
 from delivery.engine.ratelimit import TokenBucket
 from delivery.engine.settle import Effects
+from delivery.marketing_holds import marketing_holds_record
 from delivery.messages import release_messages
 
 logger = logging.getLogger(__name__)
@@ -48,9 +51,13 @@ def number_effects_apply(
 
 
 def campaign_effects_apply(*, effects: Effects, campaign: Campaign | None) -> bool:
-    """Give back released rows; pause a broken campaign. ``True`` when it was broken."""
+    """Give back released rows; hold people Meta's per-user marketing limit refused
+    (delivery.marketing_holds); pause a broken campaign. ``True`` when it was broken."""
     if effects.released_ids:
         release_messages(ids=effects.released_ids)
+    if effects.marketing_limited:
+        now = timezone.now()
+        marketing_holds_record([(c, now, m) for c, m in effects.marketing_limited])
     if effects.campaign_broken_reason and campaign is not None:
         campaign_pause(campaign=campaign, reason=effects.campaign_broken_reason)
         logger.error("campaign %s paused: %s", campaign.pk, effects.campaign_broken_reason)

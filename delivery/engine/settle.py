@@ -27,6 +27,8 @@ class Effects:
     campaign_broken_reason: str | None = None
     opted_out_contact_ids: list[int] = field(default_factory=list)
     released_ids: list[int] = field(default_factory=list)
+    # Meta's per-user marketing limit (131049) on the send's answer: (contact, message).
+    marketing_limited: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ def settle(
             **base,
         )
     if outcome is Outcome.USER_CAPPED:
+        if message.contact_id is not None:
+            effects.marketing_limited.append((message.contact_id, message.id))
         return _retry_or_dead(message, policy, now, base, delay_s=USER_CAP_WAIT_S)
     if outcome is Outcome.OPTED_OUT:
         if message.contact_id is not None:

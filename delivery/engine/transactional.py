@@ -19,6 +19,8 @@ from delivery.messages import claim_message, settlements_record, transactional_f
 from delivery.metrics import SendMeter
 from delivery.models import Message, MessageStatus
 
+# A free-form message's reply buttons, kept in its params: [[id, title], ...].
+REPLY_BUTTONS = "reply_buttons"
 # Stale quickly: an OTP retried after minutes is useless, so few and short retries.
 TRANSACTIONAL_POLICY = RetryPolicy(max_attempts=3, backoff_base_s=0.5, backoff_cap_s=5.0)
 # How long a transactional send may wait for a token before going back to the queue.
@@ -65,6 +67,12 @@ def transactional_send(*, message_id: int) -> str:
         language=template.language if template else None,
         params=message.params or None,
         text=message.text or None,
+        # A journey's free-form message inside the window may carry reply buttons.
+        buttons=tuple(
+            (str(b[0]), str(b[1])) for b in (message.params or {}).get(REPLY_BUTTONS, ())
+        )
+        if message.text
+        else (),
     )
     result = get_client().send(request)
     effects = Effects()

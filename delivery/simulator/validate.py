@@ -47,6 +47,9 @@ def check_shape(body: Any) -> None:
         if not text["body"] or len(text["body"]) > MAX_TEXT_BODY:
             raise Invalid(100, "text['body'] must be 1 to 4096 characters.")
         return
+    if kind == "interactive":
+        _check_reply_buttons(body.get("interactive"))
+        return
     if kind != "template":
         raise Invalid(100, f"Unsupported message type {kind!r}.")
     template = body.get("template")
@@ -60,6 +63,42 @@ def check_shape(body: Any) -> None:
         raise Invalid(100, "template['components'] must be an array.")
     for component in components:
         _check_component(component)
+
+
+# An interactive reply-buttons message (Meta, "Interactive reply buttons messages"): a body
+# of 1-1024 characters and 1-3 buttons, each a reply with a unique id (up to 256 characters)
+# and a unique title (up to 20).
+MAX_INTERACTIVE_BODY = 1024
+MAX_REPLY_BUTTONS = 3
+MAX_REPLY_TITLE = 20
+MAX_REPLY_ID = 256
+
+
+def _check_reply_buttons(interactive: Any) -> None:
+    if not isinstance(interactive, dict) or interactive.get("type") != "button":
+        raise Invalid(100, "interactive['type'] must be button.")
+    body = interactive.get("body")
+    text = body.get("text") if isinstance(body, dict) else None
+    if not isinstance(text, str) or not 1 <= len(text) <= MAX_INTERACTIVE_BODY:
+        raise Invalid(100, "interactive['body']['text'] must be 1 to 1024 characters.")
+    action = interactive.get("action")
+    buttons = action.get("buttons") if isinstance(action, dict) else None
+    if not isinstance(buttons, list) or not 1 <= len(buttons) <= MAX_REPLY_BUTTONS:
+        raise Invalid(100, "interactive['action']['buttons'] must hold 1 to 3 buttons.")
+    ids, titles = set(), set()
+    for button in buttons:
+        reply = button.get("reply") if isinstance(button, dict) else None
+        if not isinstance(reply, dict) or button.get("type") != "reply":
+            raise Invalid(100, "Each button must be {type: reply, reply: {id, title}}.")
+        button_id, title = reply.get("id"), reply.get("title")
+        if not isinstance(button_id, str) or not 1 <= len(button_id) <= MAX_REPLY_ID:
+            raise Invalid(100, "A reply button's id must be 1 to 256 characters.")
+        if not isinstance(title, str) or not 1 <= len(title) <= MAX_REPLY_TITLE:
+            raise Invalid(100, "A reply button's title must be 1 to 20 characters.")
+        if button_id in ids or title in titles:
+            raise Invalid(100, "Reply buttons need unique ids and titles.")
+        ids.add(button_id)
+        titles.add(title)
 
 
 _COMPONENT_TYPES = ("header", "body", "button", "carousel", "limited_time_offer")

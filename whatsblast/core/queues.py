@@ -59,6 +59,7 @@ TEMPLATE_SYNC = JobSpec(f"{_JOBS}.template_sync_all_job", MAINTENANCE)
 CONTACTS_IMPORT = JobSpec(f"{_JOBS}.contacts_import_job", MAINTENANCE)
 GRAPH_READ = JobSpec(f"{_JOBS}.graph_read_all_job", MAINTENANCE)
 CAMPAIGN_COSTS_REFRESH = JobSpec(f"{_JOBS}.campaign_costs_refresh_job", MAINTENANCE)
+JOURNEYS_PASS = JobSpec(f"{_JOBS}.journeys_pass_job", MAINTENANCE, timeout_s=300)
 ALL_JOBS = (
     NUMBER_SEND,
     CAMPAIGN_LAUNCH,
@@ -71,6 +72,7 @@ ALL_JOBS = (
     CONTACTS_IMPORT,
     GRAPH_READ,
     CAMPAIGN_COSTS_REFRESH,
+    JOURNEYS_PASS,
 )
 
 

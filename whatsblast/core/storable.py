@@ -25,14 +25,14 @@ def text_storable(value: str) -> bool:
 # an OpenAPI pattern is read with) alike: Python's whitespace and U+FEFF. A name the API
 # requires "not blank" needs one character outside these, and the API strips these, so the
 # document and the checks agree on every value.
-BLANK_CLASS = (
-    r"\t\n\x0b\x0c\r \x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
-)
 BLANK_CHARS = (
     "\t\n\x0b\x0c\r \x1c\x1d\x1e\x1f\x85\xa0\u1680"
     + "".join(map(chr, range(0x2000, 0x200B)))
     + "\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
+# The same characters as the inside of a regular expression's [...], each as a \uXXXX
+# escape, which Python's re and ECMAScript read alike.
+BLANK_CLASS = "".join(f"\\u{ord(char):04x}" for char in BLANK_CHARS)
 
 
 def text_stripped(value: str) -> str:
