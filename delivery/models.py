@@ -154,6 +154,10 @@ class Message(models.Model):
     # no row. At most one message per instance and step: the unique index below.
     journey_instance_id = models.BigIntegerField(null=True, blank=True)
     journey_step = models.CharField(max_length=40, blank=True, db_default="")
+    # Sent while the person's 24-hour window with the number was open (set by the frequency
+    # cap as it admits the row): Meta does not count such a marketing message against the
+    # person, and neither does the cap. A constant database default: no row rewritten.
+    in_service_window = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [

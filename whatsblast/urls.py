@@ -11,6 +11,7 @@ from whatsblast.views import (
     api_campaigns,
     api_contacts,
     api_events,
+    api_journeys,
     clicks,
     health,
     metrics,
@@ -35,6 +36,7 @@ api_urls = (
         *api_contacts.urlpatterns,
         *api_campaigns.urlpatterns,
         *api_events.urlpatterns,
+        *api_journeys.urlpatterns,
         path("openapi.json", api.openapi_json, name="openapi"),
         # Any character, newlines too: "." would leave "messages/1\n" to Django's HTML 404.
         re_path(r"^(?P<rest>[\s\S]*)\Z", api.not_found),

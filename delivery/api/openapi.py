@@ -7,6 +7,7 @@ provokes against it, so a change to a view that is not mirrored here fails a tes
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
@@ -609,9 +610,18 @@ _DOCUMENT: dict[str, Any] = {
 }
 
 
-def document(*, server_url: str | None = None) -> dict[str, Any]:
-    """The description; ``server_url`` names where this deployment serves it."""
+def document(
+    *,
+    server_url: str | None = None,
+    parts: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
+) -> dict[str, Any]:
+    """The description; ``server_url`` names where this deployment serves it. ``parts``,
+    (paths, schemas) each, are the parts of apps above this one (the journeys'), added by
+    the site that serves the whole."""
     result = copy.deepcopy(_DOCUMENT)
+    for paths, schemas in parts:
+        result["paths"].update(copy.deepcopy(paths))
+        result["components"]["schemas"].update(copy.deepcopy(schemas))
     if server_url:
         result["servers"] = [{"url": server_url}]
     return result

@@ -23,6 +23,11 @@ Where, and why there:
   says so, deferred: pending again, due when the oldest counted send leaves the window; a
   closed send window at that time holds it on to the window's opening (the window guard
   runs at every claim).
+* It counts what Meta counts: marketing templates sent outside the person's open
+  24-hour window. A row whose recipient wrote to the number within the last 24 hours is
+  admitted without counting and marked ``in_service_window``, so it is never counted
+  later either. Campaigns and journeys share the one budget: a journey's send step is a
+  campaign of the engine's like any other.
 
 Cost: one lock and an index read on ``delivery_message.contact_id`` per claimed row of a
 capped marketing campaign; nothing for a campaign without a cap or a template that is not
@@ -41,6 +46,7 @@ from django.db import connection, transaction
 from campaigns.models import Campaign, TemplateCategory
 from delivery.messages import claimed_skip, release_messages
 from delivery.models import MessageStatus as S
+from delivery.service_windows import SERVICE_WINDOW
 from whatsblast.core.frequency import FrequencyCap, frequency_cap_parse
 
 CAPPED = "frequency cap"
@@ -51,6 +57,8 @@ _LOCK_NAMESPACE = 0x57_42_46_43  # "WBFC"
 class Claimed(Protocol):
     @property
     def id(self) -> int: ...
+    @property
+    def to(self) -> str: ...
     @property
     def contact_id(self) -> int | None: ...
 
@@ -74,6 +82,31 @@ def capped_reason(cap: FrequencyCap) -> str:
     return f"{CAPPED}: {cap}"
 
 
+# Recipients of the batch who wrote to the number within Meta's 24 hours (the
+# customer-service window), through its (number, user) unique index.
+_WINDOWS_OPEN_SQL = f"""
+SELECT "user" FROM delivery_servicewindow
+ WHERE phone_number_id = %s AND "user" = ANY(%s::text[])
+   AND last_inbound_at > now() - interval '{int(SERVICE_WINDOW.total_seconds())} seconds'
+"""  # noqa: S608 - a constant
+
+_MARK_SQL = "UPDATE delivery_message SET in_service_window = true WHERE id = ANY(%s::bigint[])"
+
+
+def _windows_open(phone_number_pk: int, recipients: Sequence[str]) -> set[str]:
+    if not phone_number_pk or not recipients:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(_WINDOWS_OPEN_SQL, [phone_number_pk, sorted(set(recipients))])
+        return {str(row[0]) for row in cursor.fetchall()}
+
+
+def _mark_in_window(ids: Sequence[int]) -> None:
+    """Claimed rows (this worker owns them: no one else writes them now) sent in a window."""
+    with connection.cursor() as cursor:
+        cursor.execute(_MARK_SQL, [list(ids)])
+
+
 # Each contact's marketing sends in the window (sent, being sent or in doubt) other than the
 # batch's own rows, with their times, oldest first. Through the contact_id index.
 _RECENT_SQL = f"""
@@ -85,6 +118,7 @@ SELECT m.contact_id, array_agg(COALESCE(m.sent_at, m.claimed_at)
    AND m.id <> ALL(%(own)s::bigint[])
    AND t.category = '{TemplateCategory.MARKETING}'
    AND m.send_status IN ('{S.SENDING}', '{S.SENT}', '{S.UNKNOWN}')
+   AND NOT m.in_service_window
    AND COALESCE(m.sent_at, m.claimed_at) > now() - make_interval(secs => %(window_s)s)
  GROUP BY m.contact_id
 """  # noqa: S608 - constants only
@@ -105,13 +139,26 @@ class FrequencyCapGuard:
         self.defer = defer
         self.capped = 0
 
+    @staticmethod
+    def same(a: FrequencyCapGuard | None, b: FrequencyCapGuard | None) -> bool:
+        """Whether two guards hold the same cap the same way (None: no cap)."""
+        if a is None or b is None:
+            return a is b
+        return a.cap == b.cap and a.defer == b.defer
+
     @classmethod
     def for_campaign(cls, campaign: Campaign) -> FrequencyCapGuard | None:
         cap = campaign_frequency_cap(campaign)
         return cls(cap, defer=campaign.frequency_cap_defer) if cap is not None else None
 
-    def admit(self, rows: Sequence[ClaimedT]) -> list[ClaimedT]:
+    def admit(self, rows: Sequence[ClaimedT], *, phone_number_pk: int) -> list[ClaimedT]:
         """The rows the cap allows now; the others are skipped or deferred."""
+        in_window = _windows_open(phone_number_pk, [r.to for r in rows])
+        if in_window:
+            exempt = [r for r in rows if r.to in in_window]
+            _mark_in_window([r.id for r in exempt])
+            rows = [r for r in rows if r.to not in in_window]
+            return exempt + self.admit(rows, phone_number_pk=0) if rows else exempt
         contacts = sorted({r.contact_id for r in rows if r.contact_id is not None})
         if not contacts:
             return list(rows)

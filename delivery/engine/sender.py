@@ -296,6 +296,11 @@ class NumberSender:
             else:
                 run.campaign = campaign
                 run.policy = RetryPolicy(max_attempts=campaign.max_attempts)
+                # The template's latest category (a utility one re-categorised as marketing
+                # is capped from now) and the campaign's cap as it is now.
+                guard = FrequencyCapGuard.for_campaign(campaign)
+                if not FrequencyCapGuard.same(guard, run.frequency_cap):
+                    run.frequency_cap = guard
             self.scheduler.join(campaign_id, float(campaign.share_weight))
         self._wake.set()
         return dropped
@@ -567,7 +572,7 @@ class NumberSender:
             rows = run.windows.admit(rows, now=timezone.now())
         if run.frequency_cap is not None and rows:
             # Across campaigns and workers: delivery.engine.frequency_cap says how.
-            rows = run.frequency_cap.admit(rows)
+            rows = run.frequency_cap.admit(rows, phone_number_pk=int(self.number.pk))
         return self._reach_admit(run, rows), claimed
 
     def _reach_admit(self, run: CampaignRun, rows: list[ClaimedMessage]) -> list[ClaimedMessage]:

@@ -68,9 +68,7 @@ def transactional_send(*, message_id: int) -> str:
         params=message.params or None,
         text=message.text or None,
         # A journey's free-form message inside the window may carry reply buttons.
-        buttons=tuple(
-            (str(b[0]), str(b[1])) for b in (message.params or {}).get(REPLY_BUTTONS, ())
-        )
+        buttons=tuple((str(b[0]), str(b[1])) for b in (message.params or {}).get(REPLY_BUTTONS, ()))
         if message.text
         else (),
     )

@@ -9,9 +9,9 @@ from django.http import HttpResponse
 from django.test import Client
 from jsonschema import Draft202012Validator
 
-from delivery.api import openapi
+from whatsblast.views.api import api_document
 
-DOCUMENT = openapi.document()
+DOCUMENT = api_document()
 
 
 def response_check(path: str, method: str, response: HttpResponse) -> Any:

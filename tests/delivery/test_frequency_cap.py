@@ -126,7 +126,7 @@ def test_a_capped_row_is_skipped_with_the_reason_and_the_others_go(earlier) -> N
     guard = FrequencyCapGuard.for_campaign(campaign)
     assert guard is not None
     rows = claim_campaign_batch(campaign_id=campaign.pk, limit=10)
-    admitted = guard.admit(rows)
+    admitted = guard.admit(rows, phone_number_pk=campaign.phone_number_id)
     assert sorted(m.contact_id for m in admitted) == [bia.pk, caio.pk]
     skipped = Message.objects.get(campaign=campaign, contact=ana)
     assert (skipped.status, skipped.skip_reason, skipped.claimed_at) == (
@@ -145,7 +145,10 @@ def test_rows_another_worker_is_sending_count_and_failed_sends_do_not(earlier) -
     sent_before(earlier, bia, ago=timedelta(hours=1), status=MessageStatus.FAILED)
     campaign = launched([ana, bia], frequency_cap="1/7d")
     guard = FrequencyCapGuard.for_campaign(campaign)
-    admitted = guard.admit(claim_campaign_batch(campaign_id=campaign.pk, limit=10))
+    admitted = guard.admit(
+        claim_campaign_batch(campaign_id=campaign.pk, limit=10),
+        phone_number_pk=campaign.phone_number_id,
+    )
     assert [m.contact_id for m in admitted] == [bia.pk]
 
 
@@ -157,7 +160,13 @@ def test_a_deferring_campaign_puts_the_row_back_for_when_the_cap_allows(earlier)
     second = sent_before(another, ana, ago=timedelta(days=1))
     campaign = launched([ana], frequency_cap="2/7d", frequency_cap_defer=True)
     guard = FrequencyCapGuard.for_campaign(campaign)
-    assert guard.admit(claim_campaign_batch(campaign_id=campaign.pk, limit=10)) == []
+    assert (
+        guard.admit(
+            claim_campaign_batch(campaign_id=campaign.pk, limit=10),
+            phone_number_pk=campaign.phone_number_id,
+        )
+        == []
+    )
     row = Message.objects.get(campaign=campaign)
     # Two in the window, two allowed: one more once the older one is 7 days old.
     assert row.status == MessageStatus.PENDING and row.claimed_at is None
@@ -219,7 +228,10 @@ def test_two_checks_at_the_same_moment_let_each_contact_through_once() -> None:
     def check(index: int) -> list[int]:
         try:
             together.wait(timeout=10)
-            return [m.contact_id for m in guards[index].admit(claims[index])]
+            number = campaigns[index].phone_number_id
+            return [
+                m.contact_id for m in guards[index].admit(claims[index], phone_number_pk=number)
+            ]
         finally:
             connection.close()
 

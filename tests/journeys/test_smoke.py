@@ -17,12 +17,25 @@ CART = {
     "exits": [{"event": "checkout", "reason": "bought"}],
     "steps": [
         {"id": "wait", "type": "wait", "delay": {"hours": 1}},
-        {"id": "remind", "type": "send", "template": "cart_reminder",
-         "mapping": {"body": {"1": {"property": "cart_id"}}}},
-        {"id": "reply", "type": "wait", "for_reply": True, "timeout": {"hours": 24},
-         "on_reply": "replied"},
-        {"id": "again", "type": "send", "template": "cart_reminder",
-         "mapping": {"body": {"1": {"property": "cart_id"}}}},
+        {
+            "id": "remind",
+            "type": "send",
+            "template": "cart_reminder",
+            "mapping": {"body": {"1": {"property": "cart_id"}}},
+        },
+        {
+            "id": "reply",
+            "type": "wait",
+            "for_reply": True,
+            "timeout": {"hours": 24},
+            "on_reply": "replied",
+        },
+        {
+            "id": "again",
+            "type": "send",
+            "template": "cart_reminder",
+            "mapping": {"body": {"1": {"property": "cart_id"}}},
+        },
         {"id": "done", "type": "exit", "reason": "reminded twice"},
         {"id": "replied", "type": "exit", "reason": "replied"},
     ],
@@ -32,9 +45,12 @@ CART = {
 def test_smoke():
     number = make_phone_number()
     template_on(number, "cart_reminder")
-    journey = journey_live(number, CART)
+    journey_live(number, CART)
     t0 = timezone.now()
-    post([{"phone": "+5511987650001", "name": "cart_updated", "properties": {"cart_id": "c1"}}], now=t0)
+    post(
+        [{"phone": "+5511987650001", "name": "cart_updated", "properties": {"cart_id": "c1"}}],
+        now=t0,
+    )
     run(t0)
     inst = JourneyInstance.objects.get()
     assert inst.step == "wait"

@@ -21,6 +21,7 @@ from delivery.api.validation import (
 )
 from delivery.engagement.conversions import conversions_record
 from delivery.models import ApiScope, Message, MessageKind
+from journeys import openapi as journeys_openapi
 from whatsblast.views.api_common import MAX_ID, api_view, authenticate, iso, json_body
 
 
@@ -109,9 +110,16 @@ def message_status(message: Message, *, status_url: str) -> dict[str, Any]:
     }
 
 
+def api_document(*, server_url: str | None = None) -> dict[str, Any]:
+    """The whole API's OpenAPI document: delivery's parts and the journeys'."""
+    return openapi.document(
+        server_url=server_url, parts=[(journeys_openapi.PATHS, journeys_openapi.SCHEMAS)]
+    )
+
+
 @api_view("GET")
 def openapi_json(request: HttpRequest) -> HttpResponse:
-    return JsonResponse(openapi.document(server_url=request.build_absolute_uri("/api/v1")))
+    return JsonResponse(api_document(server_url=request.build_absolute_uri("/api/v1")))
 
 
 @api_view("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS")
