@@ -3,38 +3,76 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection
 from django.utils import timezone
 
+from campaigns.catalogue.components import components_parse
 from campaigns.models import PhoneNumber, Template
 from journeys.events_in import events_record
 from journeys.models import HistoryKind, Journey, JourneyHistory, JourneyInstance
 from journeys.routing import events_route
 from journeys.sweep import journeys_sweep
 from journeys.versions import journey_create, journey_go_live
-from tests.factories import make_template
 
 _names = itertools.count(1)
 
 
-def template_on(number: PhoneNumber, name: str, *, sim: Any = None, **fields: Any) -> Template:
-    """A template on the number's account (and on the simulator, when given)."""
-    fields.setdefault("body_text", "Hi {{1}}")
-    fields.setdefault("body_param_count", 1)
-    template = make_template(account=number.account, name=name, **fields)
+BODY = [{"type": "BODY", "text": "Hi {{1}}", "example": {"body_text": [["Ana"]]}}]
+
+
+def template_on(
+    number: PhoneNumber,
+    name: str,
+    *,
+    sim: Any = None,
+    components: list[dict[str, Any]] | None = None,
+    category: str = "MARKETING",
+    language: str = "en_US",
+    status: str = "APPROVED",
+) -> Template:
+    """A template on the number's account as the catalogue sync stores it from Meta's
+    ``components`` (a one-parameter body by default), and on the simulator when given."""
+    components = components or BODY
+    parsed = components_parse(components)
+    template = Template.objects.create(
+        account=number.account,
+        name=name,
+        language=language,
+        category=category,
+        status=status,
+        components=components,
+        body_text=parsed.body_text,
+        body_param_count=parsed.body_param_count,
+        body_param_names=parsed.body_param_names,
+        body_examples=parsed.body_examples,
+        header_format=parsed.header_format,
+        header_text=parsed.header_text,
+        header_param=parsed.header_param,
+        header_example=parsed.header_example,
+        buttons=parsed.buttons,
+    )
     if sim is not None:
         sim.add_template(
-            name=template.name,
-            language=template.language,
-            body_params=template.body_param_count,
+            name=name,
+            language=language,
+            components=components,
             waba_id=number.account.waba_id,
-            category=template.category,
-            components=template.components or None,
+            category=category,
         )
     return template
+
+
+def sends(sim: Any, phone_number_id: str) -> Counter[tuple[str, str]]:
+    """Accepted sends at the simulator, by (recipient, template)."""
+    return Counter(
+        (row["to"], row["template"] or "")
+        for row in sim.records()
+        if row["phone_number_id"] == phone_number_id and row["wamid"]
+    )
 
 
 def journey_live(number: PhoneNumber, definition: dict[str, Any], name: str = "") -> Journey:
