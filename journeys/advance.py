@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 
 from campaigns.models import Contact
 from delivery.marketing_holds import marketing_holds_until
-from delivery.models import ServiceWindow
+from delivery.models import Message, ServiceWindow
 from delivery.service_windows import SERVICE_WINDOW
 from journeys.conditions import ConditionBatch, condition_text
 from journeys.definition import (
@@ -242,7 +242,19 @@ def _facts(
         windows_open=_windows_open(instances, journeys, contacts, now),
         zones=zones,
         templates=templates,
+        already=_messages_of([i.id for i in sending if i.id is not None]),
     )
+
+
+def _messages_of(instance_ids: list[int]) -> dict[tuple[int, str], int]:
+    """The messages these instances have, by (instance, step): through the unique
+    (journey_instance_id, journey_step) index."""
+    if not instance_ids:
+        return {}
+    rows = Message.objects.filter(journey_instance_id__in=instance_ids).values_list(
+        "journey_instance_id", "journey_step", "id"
+    )
+    return {(int(i), str(step)): int(m) for i, step, m in rows if i is not None}
 
 
 def _step(instance: Instance, journeys: dict[int, RunningJourney]) -> Step | None:

@@ -74,6 +74,9 @@ class SendFacts:
     windows_open: set[int]
     zones: dict[int, str]
     templates: dict[tuple[int, str], Template | None] = field(default_factory=dict)
+    # Messages the round's instances already have, by (instance, step): a step reached
+    # again under a new version does not send again.
+    already: dict[tuple[int, str], int] = field(default_factory=dict)
 
 
 def send_fire(
@@ -94,6 +97,15 @@ def send_fire(
         work.log(instance, HistoryKind.SKIPPED, "opted out: not sent")
         work.exit(instance, ExitKind.OPTED_OUT, "opted out", skip_unsent=True)
         return Fired.LEFT
+    earlier = facts.already.get((instance.id or 0, step.id))
+    if earlier is not None:
+        work.log(
+            instance,
+            HistoryKind.SKIPPED,
+            f"already sent at this step (message {earlier}), before a new version: not again",
+            message_id=earlier,
+        )
+        return Fired.MOVED
     due = instance.due_at or now
     late = (now - due).total_seconds()
     if late > definition.lateness_s:

@@ -17,6 +17,7 @@ edits queue rather than interleave.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
@@ -160,10 +161,17 @@ def journey_create(
 
 
 def journey_edit(
-    *, journey: Journey, definition: object, note: str = "", edited_by: Any = None
+    *,
+    journey: Journey,
+    definition: object,
+    note: str = "",
+    edited_by: Any = None,
+    now: datetime | None = None,
 ) -> JourneyVersion:
     """Change the definition: in place while it has never been live, else as a new
-    version everyone active moves to (see the module's docstring)."""
+    version everyone active moves to (see the module's docstring). ``now`` is the
+    journeys' clock (a changed wait whose new end has passed is due then)."""
+    now = now or timezone.now()
     with transaction.atomic():
         locked = (
             Journey.objects.select_for_update().select_related("phone_number").get(pk=journey.pk)
@@ -190,7 +198,7 @@ def journey_edit(
         campaigns = step_campaigns_sync(locked, checked)
         running = RunningJourney(locked, definition_of(locked.pk, version.number), campaigns)
         for instances in _active_batches(locked.pk):
-            work = Work(now=timezone.now())
+            work = Work(now=now)
             instances_migrate(instances, running, work)
             work.flush()
     _refresh(journey, locked)
