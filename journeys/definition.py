@@ -657,7 +657,7 @@ def _steps(value: object, entry: Entry | None, problems: _Problems) -> list[Step
         step = _step(item, step_id, following or END, path, problems)
         if step is not None:
             steps.append(step)
-    _graph_check(steps, {s.id: i for i, s in enumerate(steps)}, problems)
+    _graph_check(steps, {step_id: i for i, step_id in enumerate(ids)}, problems)
     return steps
 
 
@@ -878,11 +878,15 @@ def _split(value: object, step_id: str, path: str, problems: _Problems) -> Split
 
 def _graph_check(steps: list[Step], index: dict[str, int], problems: _Problems) -> None:
     """Every target exists; no cycle (each step is passed at most once); every step is
-    reached from the first."""
-    for position, step in enumerate(steps):
+    reached from the first. ``index`` is each step's position as written: a step that did
+    not read (its own problem named) still counts as a target, so one mistake is not
+    reported twice. The rest is checked once every step read (positions then agree)."""
+    for step in steps:
         for target in step.targets():
             if target != END and target not in index:
-                problems.add(f"steps[{position}]", f"goes to {target!r}, which is no step's id")
+                problems.add(
+                    f"steps[{index[step.id]}]", f"goes to {target!r}, which is no step's id"
+                )  # noqa: E501
     if problems.found:
         return
     state: dict[str, int] = {}  # 1: on the path, 2: done

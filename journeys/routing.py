@@ -37,6 +37,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from campaigns.models import Contact
+from delivery.messages import journey_pending_skip
 from journeys.advance import step_to, wait_due, wait_text
 from journeys.definition import REPLY_EVENT, Definition, EventEntry, WaitStep
 from journeys.migrate import instances_migrate
@@ -138,6 +139,7 @@ def _batch(now: datetime, limit: int, report: RouteReport) -> int:
             for event in relevant:
                 router.apply(event)
             router.work.flush()
+            router.late_exits_apply(cursor)
             router.refusals_save()
         cursor.execute(_ROUTED_SQL, [now, [e.id for e in events]])
     report.events += len(events)
@@ -169,6 +171,8 @@ class _Router:
         self.past: dict[tuple[int, int, str], datetime] = {}
         self.contacts: dict[int, Contact] = {}
         self.tests: dict[int, set[int]] = {}
+        # Exit events, for instances that completed with a message still unsent.
+        self.late_exits: list[tuple[int, int, str | None, str]] = []
         self._names = self._interest()
 
     def _interest(self) -> set[str]:
@@ -230,6 +234,9 @@ class _Router:
                     if key is None or instance.key == key:
                         self._exit(instance, f"{reasons[0]} (event {event.name})")
                 mine = list(self.by_contact.get((journey.id, event.contact_id), ()))
+                self.late_exits.append(
+                    (journey.id, event.contact_id, key, f"{reasons[0]} (event {event.name})")
+                )
             for instance in mine:
                 if key is None or not definition.key or instance.key == key:
                     self._maybe_resume(journey, instance, event)
@@ -345,6 +352,23 @@ class _Router:
         self.refused[journey.id][why] += 1
         self.refused_total[why] += 1
 
+    def late_exits_apply(self, cursor: Any) -> None:
+        """An exit event after an instance's last step: its messages not sent yet (waiting
+        for the send window, a hold, the engine's queue) are skipped, as an active one's
+        are: a reminder of a cart bought meanwhile does not go."""
+        if not self.late_exits:
+            return
+        journeys, contacts, keys, reasons = zip(*self.late_exits, strict=True)
+        cursor.execute(
+            _COMPLETED_SQL,
+            [list(journeys), list(contacts), list(keys), list(reasons)],
+        )
+        by_reason: dict[str, list[int]] = defaultdict(list)
+        for instance_id, reason in cursor.fetchall():
+            by_reason[str(reason)].append(int(instance_id))
+        for reason, ids in by_reason.items():
+            journey_pending_skip(instance_ids=ids, reason=f"{reason} before it was sent")
+
     def refusals_save(self) -> None:
         """Add this batch's refused entries to each journey's counts (one statement each)."""
         with connection.cursor() as cursor:
@@ -352,6 +376,17 @@ class _Router:
                 for why, n in counts.items():
                     cursor.execute(_REFUSED_SQL, {"id": journey_id, "why": why, "n": n})
 
+
+# Instances of the exit events' (journey, contact[, key]) that completed: the ones whose
+# last message may still be waiting to go.
+_COMPLETED_SQL = f"""
+SELECT i.id, x.reason
+  FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[])
+       AS x(journey, contact, key, reason)
+  JOIN journeys_journeyinstance AS i
+    ON i.journey_id = x.journey AND i.contact_id = x.contact AND (x.key IS NULL OR i.key = x.key)
+ WHERE i.state = 'exited' AND i.exit_kind = '{ExitKind.COMPLETED}'
+"""  # noqa: S608 - a constant
 
 _REFUSED_SQL = """
 UPDATE journeys_journey
