@@ -2,9 +2,11 @@
 
 - **Marketing** uploads contacts and manages lists, segments and contacts, reads templates,
   numbers, messages and the rate card (prices are the operators' to change), creates,
-  edits and launches campaigns.
-- **Support** reads messages, campaigns, contacts, segments, webhook records and event
-  subscriptions (with their dead letters), and decides dead letters (requeue, discard).
+  edits and launches campaigns, builds journeys and recurring campaigns and runs them (go
+  live, pause, resume, archive), and reads who is in them and what happened to them.
+- **Support** reads messages, campaigns, contacts, segments, journeys (and each person's
+  way through them), webhook records and event subscriptions (with their dead letters),
+  and decides dead letters (requeue, discard).
 - **Operators** hold every permission of the project's apps: numbers, accounts, API keys,
   templates, the queue dashboard and all of the above. Users and groups stay with
   superusers.
@@ -34,7 +36,7 @@ SUPPORT = "Support"
 OPERATORS = "Operators"
 
 # Operators hold every permission of these apps (django_rq: the queue dashboard).
-OPERATOR_APPS = ("campaigns", "delivery", "webhooks", "django_rq")
+OPERATOR_APPS = ("campaigns", "delivery", "journeys", "webhooks", "django_rq")
 
 # Permissions no model's Meta declares: (app label, model, codename, name).
 CUSTOM_PERMISSIONS = (
@@ -67,6 +69,11 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...] | str] = {
         *_model("delivery.message", VIEW),
         # Reads conversions and uploads them (the CSV page; the list itself is read-only).
         *_model("delivery.conversion", VIEW, ADD),
+        # Builds journeys and recurring campaigns and runs them; reads who is in them.
+        *_model("journeys.journey", VIEW, ADD, CHANGE, extra=("run_journey",)),
+        *_model("journeys.journeyinstance", VIEW),
+        *_model("journeys.journeyhistory", VIEW),
+        *_model("journeys.journeyrun", VIEW),
     ),
     SUPPORT: (
         *_model("delivery.message", VIEW),
@@ -83,6 +90,10 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...] | str] = {
         *_model("webhooks.asyncerror", VIEW),
         # Reads event subscriptions and their dead letters; pause, resume, replay: Operators.
         *_model("delivery.eventsubscription", VIEW),
+        # Reads journeys and each person's way through them (the customer page).
+        *_model("journeys.journey", VIEW),
+        *_model("journeys.journeyinstance", VIEW),
+        *_model("journeys.journeyhistory", VIEW),
     ),
     OPERATORS: ALL,
 }
