@@ -304,6 +304,67 @@ def build_segments() -> None:
     )
 
 
+def _journeys(n: int = PARENTS) -> list[Any]:
+    """Journeys of every entry (an event, a segment, a schedule), each with its version."""
+    from journeys.models import Journey, JourneyVersion
+
+    numbers = _numbers(20)
+    segment = Segment.objects.create(name="VIP", rules={"list": "vip"})
+    template = Template.objects.create(account=numbers[0].account, name="promo", language="en")
+    campaign = Campaign.objects.create(name="weekly", phone_number=numbers[0], template=template)
+    entries = [
+        {"type": "event", "event": "cart_updated"},
+        {"type": "segment", "segment": segment.pk},
+        {"type": "schedule", "campaign": campaign.pk, "every": "day", "at": "10:00", "zone": "UTC"},
+    ]
+    journeys = _bulk(
+        Journey,
+        (
+            Journey(
+                name=f"journey {i}", phone_number=numbers[i % 20], status=("draft", "live")[i % 2]
+            )
+            for i in range(n)
+        ),
+    )
+    step = [{"id": "wait", "type": "wait", "delay": {"hours": 1}}]
+    _bulk(
+        JourneyVersion,
+        (
+            JourneyVersion(
+                journey=j,
+                number=1,
+                definition={"entry": entries[i % 3], **({} if i % 3 == 2 else {"steps": step})},
+            )
+            for i, j in enumerate(journeys)
+        ),
+    )
+    return journeys
+
+
+def build_journeyinstances() -> None:
+    from journeys.models import JourneyInstance
+
+    journeys = _journeys()
+    contacts = _contacts(PARENTS)
+    now = timezone.now()
+    _bulk(
+        JourneyInstance,
+        (
+            JourneyInstance(
+                journey=journeys[i % PARENTS],
+                contact=contacts[i % PARENTS],
+                key=str(i),
+                version=1,
+                step="wait",
+                state=("active", "exited")[i % 2],
+                entered_at=now,
+                due_at=now,
+            )
+            for i in range(ROWS)
+        ),
+    )
+
+
 def build_groups() -> None:
     _bulk(Group, (Group(name=f"g{i}") for i in range(ROWS)))
 
@@ -328,6 +389,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "webhooks.inboundmessage": build_inboundmessages,
     "webhooks.asyncerror": build_asyncerrors,
     "webhooks.marketingclick": build_marketing_clicks,
+    "journeys.journey": lambda: _journeys(ROWS),
+    "journeys.journeyinstance": build_journeyinstances,
     "auth.user": build_users,
     "auth.group": build_groups,
     # The queue dashboard has no table: its page lists the queues.
@@ -377,6 +440,8 @@ def test_a_list_page_costs_a_fixed_number_of_queries_with_10k_rows(
         (SUPPORT, "delivery.message", lambda: _messages(ROWS)),
         (MARKETING, "campaigns.contactupload", build_contactuploads),
         (MARKETING, "campaigns.contact", lambda: _contacts(ROWS)),
+        (MARKETING, "journeys.journey", lambda: _journeys(ROWS)),
+        (SUPPORT, "journeys.journeyinstance", build_journeyinstances),
     ],
 )
 def test_a_role_users_list_pages_cost_the_same(

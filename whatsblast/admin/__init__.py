@@ -11,6 +11,7 @@ from whatsblast.admin import (  # noqa: F401 - imported for their registrations
     conversions,
     dead_letters,
     event_subscriptions,
+    journeys,
     messages,
     numbers,
     segments,
