@@ -16,6 +16,7 @@ from delivery.api.openapi_parts import (
     AUTH_ERRORS,
     IDEMPOTENCY_KEY,
     PAGE_PARAMETERS,
+    ApiPart,
     error,
     id_parameter,
     json_response,
@@ -24,10 +25,28 @@ from delivery.api.openapi_parts import (
 from journeys import events_in as ev
 from journeys.models import JourneyStatus
 
+JOURNEY_STATUS_CONFLICT = "journey_status_conflict"
 _READ_403 = error("The key has neither the campaigns nor the read scope.")
 _WRITE_403 = error("The key lacks the campaigns scope.")
 _TIME = {"type": "string", "format": "date-time"}
 _TIME_OR_NULL = {"type": ["string", "null"], "format": "date-time"}
+
+_JOURNEY_REQUIRED = [
+    "id", "name", "status", "status_reason", "version", "phone_number_id", "entry",
+    "live_since", "created_at", "url",
+]  # fmt: skip
+_JOURNEY_PROPERTIES: dict[str, Any] = {
+    "id": {"type": "integer"},
+    "name": {"type": "string"},
+    "status": {"enum": list(JourneyStatus.values)},
+    "status_reason": {"type": "string"},
+    "version": {"type": "integer", "minimum": 1},
+    "phone_number_id": {"type": "string"},
+    "entry": {"enum": ["event", "segment", "date", "schedule"]},
+    "live_since": _TIME_OR_NULL,
+    "created_at": _TIME,
+    "url": {"type": "string"},
+}
 
 SCHEMAS: dict[str, Any] = {
     "EventIn": {
@@ -148,36 +167,15 @@ SCHEMAS: dict[str, Any] = {
     "Journey": {
         "type": "object",
         "additionalProperties": False,
-        "required": [
-            "id",
-            "name",
-            "status",
-            "status_reason",
-            "version",
-            "phone_number_id",
-            "entry",
-            "live_since",
-            "created_at",
-            "url",
-        ],  # fmt: skip
-        "properties": {
-            "id": {"type": "integer"},
-            "name": {"type": "string"},
-            "status": {"enum": list(JourneyStatus.values)},
-            "status_reason": {"type": "string"},
-            "version": {"type": "integer", "minimum": 1},
-            "phone_number_id": {"type": "string"},
-            "entry": {"enum": ["event", "segment", "date", "schedule"]},
-            "live_since": _TIME_OR_NULL,
-            "created_at": _TIME,
-            "url": {"type": "string"},
-        },
+        "required": _JOURNEY_REQUIRED,
+        "properties": _JOURNEY_PROPERTIES,
     },
     "JourneyDetail": {
-        "allOf": [{"$ref": "#/components/schemas/Journey"}],
         "type": "object",
-        "required": ["definition", "figures", "next_runs"],
+        "additionalProperties": False,
+        "required": [*_JOURNEY_REQUIRED, "definition", "figures", "next_runs"],
         "properties": {
+            **_JOURNEY_PROPERTIES,
             "definition": {
                 "type": "object",
                 "description": "The current version's definition (docs/journeys.md).",
@@ -353,3 +351,6 @@ PATHS: dict[str, Any] = {
         }
     },
 }
+
+
+PART = ApiPart(PATHS, SCHEMAS, error_codes=(JOURNEY_STATUS_CONFLICT,))

@@ -34,7 +34,13 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from campaigns.audience.regions import us_area_prefixes
-from campaigns.catalogue.params import ParamMappingError, mapping_with_properties, params_render
+from campaigns.catalogue.params import (
+    ParamMappingError,
+    mapping_with_properties,
+    params_render,
+    required_fields,
+    required_properties,
+)
 from campaigns.models import Contact, Template, TemplateCategory, TemplateStatus
 from delivery.campaigns.skips import US_NUMBER, US_USER_ID, user_id_refusal
 from delivery.engine.transactional import REPLY_BUTTONS
@@ -169,6 +175,10 @@ def send_fire(
             f"{local_text(opening, zone)}",
             work,
         )
+    missing = _missing(step, contact, instance)
+    if missing:
+        work.log(instance, HistoryKind.SKIPPED, f"{missing}, which the mapping needs: not sent")
+        return Fired.MOVED
     try:
         params = params_render(
             template, mapping_with_properties(step.mapping, instance.properties), contact
@@ -200,6 +210,17 @@ def send_fire(
     )
     instance.resumed.pop("deferred", None)
     return Fired.MOVED
+
+
+def _missing(step: SendStep, contact: Contact, instance: Instance) -> str:
+    """What the mapping reads without a fallback that this person or event lacks ('')."""
+    for name in required_fields(step.mapping):
+        if not str(contact.field_value(name) or "").strip():
+            return f"the contact has no {name}"
+    for name in required_properties(step.mapping):
+        if not str(instance.properties.get(name) or "").strip():
+            return f"the event gave no {name}"
+    return ""
 
 
 def _freeform(

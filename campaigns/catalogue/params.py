@@ -769,6 +769,17 @@ def mapped_properties(mapping: Any) -> list[str]:
     return sorted({str(s[PROPERTY_SOURCE]) for s in _all_sources(mapping) if _is_property(s)})
 
 
+def required_properties(mapping: Any) -> list[str]:
+    """The properties read somewhere without a fallback: an instance must carry them."""
+    return sorted(
+        {
+            str(s[PROPERTY_SOURCE])
+            for s in _all_sources(mapping)
+            if _is_property(s) and not str(s.get("fallback", "")).strip()
+        }
+    )
+
+
 def _all_sources(mapping: Any) -> list[Any]:
     """Every dict with a source key anywhere in ``mapping`` (any section, cards)."""
     found: list[Any] = []

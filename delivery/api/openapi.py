@@ -14,7 +14,7 @@ from django.conf import settings
 
 from delivery.api import openapi_campaigns, openapi_contacts, openapi_events
 from delivery.api import validation as v
-from delivery.api.openapi_parts import AUTH_ERRORS, LOCATION, error, json_response
+from delivery.api.openapi_parts import AUTH_ERRORS, LOCATION, ApiPart, error, json_response
 from delivery.models import MessageStatus
 
 _STRING_PARAM = {"type": "string", "minLength": 1, "maxLength": v.MAX_PARAM}
@@ -610,18 +610,16 @@ _DOCUMENT: dict[str, Any] = {
 }
 
 
-def document(
-    *,
-    server_url: str | None = None,
-    parts: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
-) -> dict[str, Any]:
-    """The description; ``server_url`` names where this deployment serves it. ``parts``,
-    (paths, schemas) each, are the parts of apps above this one (the journeys'), added by
-    the site that serves the whole."""
+def document(*, server_url: str | None = None, parts: Sequence[ApiPart] = ()) -> dict[str, Any]:
+    """The description; ``server_url`` names where this deployment serves it. ``parts``
+    are the parts of apps above this one (the journeys'), added by the site that serves
+    the whole: their paths, schemas and error codes."""
     result = copy.deepcopy(_DOCUMENT)
-    for paths, schemas in parts:
-        result["paths"].update(copy.deepcopy(paths))
-        result["components"]["schemas"].update(copy.deepcopy(schemas))
+    codes = result["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]
+    for part in parts:
+        result["paths"].update(copy.deepcopy(part.paths))
+        result["components"]["schemas"].update(copy.deepcopy(part.schemas))
+        codes["enum"] = [*codes["enum"], *part.error_codes]
     if server_url:
         result["servers"] = [{"url": server_url}]
     return result

@@ -3,6 +3,7 @@ refusals, the Idempotency-Key header, cursor pagination."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from delivery.api import validation as v
@@ -101,3 +102,13 @@ def id_parameter(name: str = "id") -> dict[str, Any]:
         "required": True,
         "schema": {"type": "integer", "minimum": 0},
     }
+
+
+@dataclass(frozen=True)
+class ApiPart:
+    """A part of the document an app above delivery brings (its paths, its schemas, the
+    error codes its answers use), merged by the site that serves the whole."""
+
+    paths: dict[str, Any]
+    schemas: dict[str, Any]
+    error_codes: tuple[str, ...] = ()

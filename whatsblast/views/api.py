@@ -112,9 +112,7 @@ def message_status(message: Message, *, status_url: str) -> dict[str, Any]:
 
 def api_document(*, server_url: str | None = None) -> dict[str, Any]:
     """The whole API's OpenAPI document: delivery's parts and the journeys'."""
-    return openapi.document(
-        server_url=server_url, parts=[(journeys_openapi.PATHS, journeys_openapi.SCHEMAS)]
-    )
+    return openapi.document(server_url=server_url, parts=[journeys_openapi.PART])
 
 
 @api_view("GET")

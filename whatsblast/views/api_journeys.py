@@ -20,6 +20,7 @@ from delivery.models import ApiScope
 from journeys.api import journey_of_key, journey_render, journey_status_filter, journeys_of_key
 from journeys.events_in import events_record, events_request_parse
 from journeys.models import Journey
+from journeys.openapi import JOURNEY_STATUS_CONFLICT
 from journeys.passes import pass_schedule
 from journeys.versions import JourneyStateError, journey_pause, journey_resume
 from whatsblast.views.api_common import api_view, authenticate, json_body, page_answer
@@ -66,7 +67,7 @@ def journey(request: HttpRequest, journey_id: int) -> HttpResponse:
 def _conflict(found: Journey, action: str) -> ApiProblem:
     found.refresh_from_db()
     return ApiProblem(
-        409, "journey_status", f"The journey is {found.status}: it cannot be {action}."
+        409, JOURNEY_STATUS_CONFLICT, f"The journey is {found.status}: it cannot be {action}."
     )
 
 
