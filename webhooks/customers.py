@@ -1,5 +1,6 @@
 """One person as Support and Marketing look them up: their contact, and the messages,
-replies and dead letters under any of their addresses (phone, user id).
+replies and dead letters under any of their addresses (phone, user id), and the journeys
+they are in or were in.
 
 Selectors only: the customer page (``whatsblast.admin.customer``) shows them and takes its
 decisions through ``delivery.dead_letters``.
@@ -14,6 +15,7 @@ from django.db.models import Q, QuerySet
 from campaigns.audience.phone_search import phone_search_candidates
 from campaigns.models import Contact
 from delivery.models import DeadLetter, Message
+from journeys.reports import PersonJourney, contact_journeys
 from webhooks.models import InboundMessage
 from webhooks.users import PREFERENCE_STOP_REASON
 
@@ -70,6 +72,14 @@ def customer_replies(customer: Customer) -> QuerySet[InboundMessage]:
     if customer.contact is not None:
         match |= Q(contact_id=customer.contact.pk)
     return InboundMessage.objects.filter(match).order_by("-sent_at", "-id")
+
+
+def customer_journeys(customer: Customer) -> list[PersonJourney]:
+    """The journeys the person is in or was in, the latest entry first, each with where
+    they are (or why they left), when their next step fires and what happened and why."""
+    if customer.contact is None:
+        return []
+    return contact_journeys(customer.contact.pk)
 
 
 def customer_dead_letters(customer: Customer) -> QuerySet[DeadLetter]:

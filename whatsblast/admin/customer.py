@@ -1,5 +1,6 @@
 """One page for one person: their contact record, every message to them, their replies,
-their opt-out and their dead letters, at ``/admin/customer/<phone or user id>/``.
+their opt-out, their dead letters and their journeys, at
+``/admin/customer/<phone or user id>/``.
 
 Support and Marketing open it from any list that shows a phone (Messages, Contacts,
 Inbound, Dead letters) and from a message's or a contact's page. Support decides dead
@@ -10,7 +11,9 @@ Every section is one query through an index: the contact by its unique phone or 
 messages by ``contact_id`` (campaign sends) or, for the API's sends that carry no contact,
 the partial index of API messages; replies by ``from_phone``'s index or ``contact_id``;
 dead letters by the messages' ids. Each list shows its newest rows up to a cap, with the
-total.
+total. The journeys section (for roles that read journeys' people) lists each journey the
+person is or was in, the latest entry first: where they are now or why they left, when
+their next step fires, and what happened to them and why (``journeys.reports``).
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ from django.urls import reverse
 
 from delivery.dead_letters import NOTE_MAX_LENGTH, dead_letter_discard, dead_letter_requeue
 from delivery.models import DeadLetter, DeadLetterStatus
+from journeys.models import HistoryKind
+from journeys.reports import PersonJourney
 from webhooks.customers import (
     Customer,
     customer_dead_letters,
     customer_find,
+    customer_journeys,
     customer_messages,
     customer_replies,
     opt_out_source,
@@ -40,6 +46,8 @@ from whatsblast.admin.tables import json_table
 
 # Who may open the page: both roles read contacts and messages.
 VIEW_PERMISSIONS = ("campaigns.view_contact", "delivery.view_message")
+# Who reads the journeys section: people's ways through journeys, and what happened.
+JOURNEY_PERMISSIONS = ("journeys.view_journeyinstance", "journeys.view_journeyhistory")
 # The newest rows each section shows; the total is given beside it.
 SHOWN = 50
 
@@ -139,6 +147,32 @@ def _context(request: HttpRequest, customer: Customer) -> dict[str, Any]:
         # The Decide column only while an entry shown is open and the viewer may decide it.
         "may_decide": any(row["can_requeue"] or row["can_discard"] for row in letter_rows),
         "may_see_campaigns": user.has_perm("campaigns.view_campaign"),
+        "may_see_journeys": (
+            may_see_journeys := all(user.has_perm(p) for p in JOURNEY_PERMISSIONS)
+        ),
+        "journeys": [_journey_row(j) for j in customer_journeys(customer)]
+        if may_see_journeys
+        else [],
+        "may_open_journeys": user.has_perm("journeys.view_journey"),
+    }
+
+
+def _journey_row(person: PersonJourney) -> dict[str, Any]:
+    return {
+        "journey": person.journey,
+        "instance": person.instance,
+        "where": person.where,
+        "next_at": person.next_at,
+        "history": [
+            {
+                "at": h.at,
+                "kind": h.kind,
+                "label": HistoryKind(h.kind).label,
+                "step": h.step,
+                "detail": h.detail,
+            }
+            for h in person.history
+        ],
     }
 
 
