@@ -15,6 +15,12 @@ Registered by importing this module from ``campaigns.admin``. Pages:
 - ``<id>/report/``: the report, its engagement and A/B test (``campaign_engagement``), and
   ``<id>/ab-winner/`` (POST): the marketer's pick of the variant sent to the rest.
 
+A journey's send steps each send through a campaign of their own (kind ``journey_step``):
+the list leaves them out unless its "Journey steps" filter asks, and their page names the
+journey and step and offers no launch, pause, resume, cancel or retry of its own (the
+journey does that). A recurring campaign's runs (kind ``recurring_run``) name it, on the
+list and on their page (``journeys_links``).
+
 Views parse, check permissions and call the services; no rule lives here. Launching, every
 lifecycle action and picking an A/B winner need ``campaigns.launch_campaign``; the live
 data, the report and the export need the view permission.
@@ -66,6 +72,7 @@ from campaigns.catalogue.sendable import template_unusable_reasons
 from campaigns.drafts import campaign_variants_set, param_mapping_check_draft
 from campaigns.models import (
     Campaign,
+    CampaignKind,
     CampaignStatus,
     Contact,
     ContactList,
@@ -119,6 +126,7 @@ from whatsblast.admin.campaign_variants import (
     VariantRows,
     approved_templates,
 )
+from whatsblast.admin.journeys_links import campaign_origin, campaign_origins, is_journey_step
 from whatsblast.admin.tables import mapping_table
 from whatsblast.core.frequency import frequency_cap_parse
 from whatsblast.core.link_destinations import link_destination_errors
@@ -466,6 +474,35 @@ class CampaignAdminForm(forms.ModelForm[Campaign]):
         )
 
 
+class CampaignKindFilter(admin.SimpleListFilter):
+    """Journeys' step campaigns are left out unless asked for: the journey's page is theirs."""
+
+    title = "kind"
+    parameter_name = "kind"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            (CampaignKind.CAMPAIGN, "Campaigns"),
+            (CampaignKind.RECURRING_RUN, "Recurring runs"),
+            (CampaignKind.JOURNEY_STEP, "Journey steps"),
+            ("all", "Everything"),
+        ]
+
+    def choices(self, changelist: Any) -> Any:
+        for choice in super().choices(changelist):
+            if choice["display"] == "All":
+                choice["display"] = "Campaigns and recurring runs"
+            yield choice
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Campaign]) -> QuerySet[Campaign]:
+        value = self.value()
+        if value == "all":
+            return queryset
+        if value in CampaignKind.values:
+            return queryset.filter(kind=value)
+        return queryset.exclude(kind=CampaignKind.JOURNEY_STEP)
+
+
 @admin.register(Campaign)
 class CampaignAdmin(admin.ModelAdmin[Campaign]):
     form = CampaignAdminForm
@@ -477,7 +514,7 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         "cost",
     )
     list_display_links = ("campaign",)
-    list_filter = ("status", "phone_number")
+    list_filter = (CampaignKindFilter, "status", "phone_number")
     search_fields = ("name",)
     list_select_related = ("phone_number", "template")
     ordering = ("-created_at",)
@@ -602,11 +639,22 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
     def campaign(self, obj: Campaign) -> str:
         when = obj.started_at or obj.scheduled_at or obj.created_at
         verb = "started" if obj.started_at else "scheduled for" if obj.scheduled_at else "created"
-        return format_html(
+        shown = format_html(
             '{}<br><span class="wb-share">{} {}</span>',
             obj.name,
             verb,
             date_format(timezone.localtime(when), "SHORT_DATETIME_FORMAT") if when else "-",
+        )
+        origin = getattr(obj, "origin", None)
+        if origin is None:
+            return shown
+        what = f"step {origin.step} of" if origin.is_step else "a run of"
+        return format_html(
+            '{}<br><span class="wb-share wb-origin">{} <a href="{}">{}</a></span>',
+            shown,
+            what,
+            origin.url,
+            origin.journey,
         )
 
     @admin.display(description="status", ordering="status")
@@ -756,8 +804,24 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
                 **(extra_context or {}),
                 **self._live_context(request, campaign),
                 "title": str(campaign),
+                "journey_origin": campaign_origin(campaign),
             }
         return super().change_view(request, object_id, form_url, extra_context)
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Campaign | None = None,
+    ) -> HttpResponse:
+        response = super().render_change_form(request, context, add, change, form_url, obj)
+        if context.get("journey_origin") is not None and isinstance(response, TemplateResponse):
+            # The journey's step or recurring campaign it belongs to, named above the page.
+            response.template_name = "admin/journeys/campaign_change_form.html"
+        return response
 
     def _campaign(self, request: HttpRequest, object_id: int) -> Campaign:
         campaign: Campaign | None = self.get_object(request, str(object_id))
@@ -888,6 +952,8 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         if not can_launch(request):
             raise PermissionDenied
         campaign = self._campaign(request, object_id)
+        if is_journey_step(campaign):
+            return self._journey_step_refused(request, campaign)
         try:
             at = self._schedule_at(request, campaign)
             outcome = campaign_launch(campaign=campaign, at=at, actor=request.user.get_username())
@@ -918,7 +984,8 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             else "",
             "viewer_time_zone": timezone.get_current_timezone_name(),
             "poll_ms": POLL_SECONDS * 1000,
-            "can_launch": can_launch(request),
+            # A journey's step is started, paused and stopped by its journey only.
+            "can_launch": can_launch(request) and not is_journey_step(campaign),
             "action_urls": {
                 action: reverse(f"admin:campaigns_campaign_{action}", args=[pk])
                 for action in ("pause", "resume", "cancel", "retry_failed")
@@ -965,6 +1032,8 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
         if not can_launch(request):
             raise PermissionDenied
         campaign = self._campaign(request, object_id)
+        if is_journey_step(campaign):
+            return self._journey_step_refused(request, campaign)
         who = request.user.get_username()
         try:
             text = self._act(campaign, action, who)
@@ -974,6 +1043,17 @@ class CampaignAdmin(admin.ModelAdmin[Campaign]):
             self.log_change(request, campaign, text)
             self.message_user(request, text, messages.SUCCESS)
         campaign_live_forget(campaign_id=campaign.pk)
+        return HttpResponseRedirect(self._change_url(campaign))
+
+    def _journey_step_refused(self, request: HttpRequest, campaign: Campaign) -> HttpResponse:
+        origin = campaign_origin(campaign)
+        where = f" “{origin.journey}”" if origin is not None else ""
+        self.message_user(
+            request,
+            f"{campaign} is a journey's step: the journey{where} starts, pauses and stops it, "
+            "from its own page.",
+            messages.ERROR,
+        )
         return HttpResponseRedirect(self._change_url(campaign))
 
     @staticmethod
@@ -1137,10 +1217,12 @@ class FiguresChangeList(ChangeList):
         costs = campaigns_costs_known(
             campaign_ids=[c.pk for c in rows], card_currency=card_currency
         )
+        origins = campaign_origins(rows)
         for campaign in rows:
             campaign.figures = figures.get(campaign.pk, {})
             campaign.cost_known = costs.get(campaign.pk)
             campaign.rate_card_currency = card_currency
+            campaign.origin = origins.get(campaign.pk)
         self.result_list = rows
 
 
