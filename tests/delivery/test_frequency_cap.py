@@ -213,6 +213,42 @@ def test_the_preflight_counts_who_would_be_capped_now(earlier, settings) -> None
     )
 
 
+@pytest.mark.django_db
+def test_it_counts_what_meta_counts_marketing_outside_an_open_window(earlier) -> None:
+    """A person who wrote to the number within 24 hours is in their customer-service
+    window: Meta does not count a marketing template then, and neither does the cap, now
+    or later."""
+    from delivery.models import ServiceWindow
+
+    ana, bia = make_contact(name="Ana"), make_contact(name="Bia")
+    for person in (ana, bia):
+        sent_before(earlier, person, ago=timedelta(days=2))
+    campaign = launched([ana, bia], frequency_cap="1/7d")
+    ServiceWindow.objects.create(
+        phone_number=campaign.phone_number,
+        user=ana.phone,
+        last_inbound_at=timezone.now() - timedelta(hours=3),
+    )
+    guard = FrequencyCapGuard.for_campaign(campaign)
+    assert guard is not None
+    admitted = guard.admit(
+        claim_campaign_batch(campaign_id=campaign.pk, limit=10),
+        phone_number_pk=campaign.phone_number_id,
+    )
+    assert [m.contact_id for m in admitted] == [ana.pk]  # Bia is over the cap
+    inside = Message.objects.get(campaign=campaign, contact=ana)
+    assert inside.in_service_window
+    Message.objects.filter(pk=inside.pk).update(status=MessageStatus.SENT, sent_at=timezone.now())
+    # The earlier send of two days ago still counts for Ana; the one in her window does not.
+    Message.objects.filter(campaign=earlier).delete()
+    follow = launched([ana], frequency_cap="1/7d")
+    again = FrequencyCapGuard.for_campaign(follow)
+    assert again is not None
+    assert [m.contact_id for m in again.admit(
+        claim_campaign_batch(campaign_id=follow.pk, limit=10), phone_number_pk=0
+    )] == [ana.pk]  # fmt: skip
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_checks_at_the_same_moment_let_each_contact_through_once() -> None:
     """Two workers hold claimed rows of two campaigns for the same 50 contacts and check the
