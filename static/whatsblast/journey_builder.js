@@ -978,6 +978,27 @@
     checkSteps.hidden = Boolean(paths.length);
     problems = found;
     markErrors(problems);
+    refusedBox(found);
+  }
+
+  /* After a refused save, the box above says what is still to fix, as the check does. */
+  function refusedBox(found) {
+    const refused = document.getElementById("wb-problems");
+    if (!refused) return;
+    const paths = Object.keys(found);
+    const list = refused.querySelector("ul");
+    const heading = refused.querySelector("p");
+    list.replaceChildren();
+    for (const path of paths) {
+      const item = el("li");
+      item.dataset.path = path;
+      item.append(el("code", null, path), document.createTextNode(" " + found[path]));
+      list.append(item);
+    }
+    refused.classList.toggle("wb-resolved", !paths.length);
+    heading.textContent = paths.length
+      ? "Not saved: " + paths.length + " problem" + (paths.length === 1 ? "" : "s") + " to fix, each marked below."
+      : "Not saved yet: it can run now. Save it.";
   }
 
   function check() {

@@ -397,6 +397,7 @@ class JourneyAdmin(admin.ModelAdmin[Journey]):
         problems: dict[str, str] = {}
         if request.method == "POST":
             form = JourneyForm(request.POST, journey=journey)
+            before = journey.version if journey is not None else 0
             outcome = journey_save(request, form, confirmed=request.POST.get("confirmed") == "yes")
             problems, new_version = outcome.problems, outcome.new_version
             if outcome.journey is not None and new_version is None:
@@ -404,7 +405,7 @@ class JourneyAdmin(admin.ModelAdmin[Journey]):
                 if journey is None:
                     self.log_addition(request, saved, "created in the builder")
                     text = f"Journey “{saved}” saved as a draft: go live from its page."
-                elif outcome.version is not None and outcome.version.number != journey.version:
+                elif outcome.version is not None and outcome.version.number != before:
                     text = f"Journey “{saved}” saved as version {outcome.version.number}."
                 else:
                     text = f"Journey “{saved}” saved."
@@ -423,7 +424,14 @@ class JourneyAdmin(admin.ModelAdmin[Journey]):
                 },
             )
         else:
-            form = JourneyForm(initial={"definition": _blank_definition()})
+            numbers = list(PhoneNumber.objects.values_list("pk", flat=True)[:2])
+            form = JourneyForm(
+                initial={
+                    "definition": _blank_definition(),
+                    # The only number there is, chosen already.
+                    "phone_number": numbers[0] if len(numbers) == 1 else None,
+                }
+            )
         account = journey.phone_number.account_id if journey is not None else None
         title = f"Edit journey {journey}" if journey is not None else "New journey"
         context = self._context(

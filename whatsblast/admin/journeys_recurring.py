@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from campaigns.models import Campaign, CampaignKind, CampaignStatus
 from campaigns.windows.zones import zone_valid
+from delivery.campaigns.launch_queue import launch_queued
 from journeys.definition import WEEKDAYS, DefinitionError, ScheduleEntry
 from journeys.models import Journey, JourneyRun, JourneyStatus, JourneyVersion
 from journeys.recurring import next_run_times
@@ -248,14 +249,12 @@ class NextRun:
     local: str  # in the schedule's zone
 
 
-def next_runs(
-    journey: Journey, entry: ScheduleEntry, *, now: datetime | None = None
-) -> list[NextRun]:
-    """The next runs from now (or from now on, once it is live)."""
+def next_runs(entry: ScheduleEntry, *, after: datetime) -> list[NextRun]:
+    """The next runs after ``after`` (now, or the latest run when that is later)."""
     zone = ZoneInfo(entry.zone)
     return [
         NextRun(at, f"{at.astimezone(zone):%a %Y-%m-%d %H:%M} {entry.zone}")
-        for at in next_run_times(entry, now=now or timezone.now(), count=NEXT_RUNS)
+        for at in next_run_times(entry, now=after, count=NEXT_RUNS)
     ]
 
 
@@ -267,12 +266,20 @@ def runs_context(journey: Journey, entry: ScheduleEntry) -> dict[str, Any]:
     )
     figures = campaigns_figures(campaign_ids=[r.campaign_id for r in runs if r.campaign_id])
     campaign = Campaign.objects.filter(pk=entry.campaign_id).select_related("template").first()
+    after = max([timezone.now(), *(r.scheduled_for for r in runs[:1])])
     return {
         "schedule": entry,
         "schedule_text": schedule_text(entry),
         "repeats": campaign,
-        "next_runs": next_runs(journey, entry),
+        "next_runs": next_runs(entry, after=after),
         "runs_live": journey.status == JourneyStatus.LIVE,
-        "runs": [{"run": run, "figures": figures.get(run.campaign_id or 0, {})} for run in runs],
+        "runs": [
+            {
+                "run": run,
+                "figures": figures.get(run.campaign_id or 0, {}),
+                "launching": run.campaign is not None and launch_queued(run.campaign),
+            }
+            for run in runs
+        ],
         "run_count": JourneyRun.objects.filter(journey=journey).count(),
     }
