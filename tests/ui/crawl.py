@@ -3,7 +3,8 @@
 ``world_populate`` leaves one of everything the admin shows (an account, a number with a
 known token, a template, a list with contacts, a finished campaign with sent, failed and
 dead messages, a transactional send, webhook events, replies, unmatched statuses, async
-errors, an API key, an upload). ``admin_crawl`` then follows every link under ``/admin/``
+errors, an API key, an upload, a live journey with a person in it and a test contact, a
+recurring campaign). ``admin_crawl`` then follows every link under ``/admin/``
 from the index, breadth first, as the given client, and returns what each page answered.
 """
 
@@ -22,6 +23,9 @@ from django.utils import timezone
 from campaigns.models import ContactUpload, ContactUploadStatus
 from delivery.api.keys import api_key_create
 from delivery.models import Message, MessageKind
+from journeys.events_in import events_record
+from journeys.routing import events_route
+from journeys.versions import journey_create, journey_go_live
 from tests.factories import (
     make_account,
     make_campaign,
@@ -108,6 +112,48 @@ def world_populate(*, token: str) -> World:
         contact_list=customers, original_name="clients.csv", stored_name="u1.csv",
         status=ContactUploadStatus.DONE, result={"created": 4, "rejected": 0},
     )  # fmt: skip
+    journey = journey_go_live(
+        journey=journey_create(
+            name="Welcome",
+            phone_number=number,
+            definition={
+                "entry": {"type": "event", "event": "signed_up"},
+                "steps": [
+                    {"id": "wait", "type": "wait", "delay": {"hours": 1}},
+                    {
+                        "id": "hello",
+                        "type": "send",
+                        "template": "spring_sale",
+                        "mapping": {"body": {"1": {"field": "name"}}},
+                    },
+                ],
+            },
+        )
+    )
+    journey.test_contacts.add(contacts[3])
+    events_record(
+        api_key_id=None,
+        items=[{"phone": contacts[0].phone, "name": "signed_up"}],
+        idempotency_key=None,
+    )
+    events_route()
+    weekly = make_campaign(
+        phone_number=number, template=template, lists=[customers], name="Weekly", status="draft"
+    )
+    recurring = journey_create(
+        name="Weekly, on Mondays",
+        phone_number=number,
+        definition={
+            "entry": {
+                "type": "schedule",
+                "campaign": weekly.pk,
+                "every": "week",
+                "weekdays": ["mon"],
+                "at": "10:00",
+                "zone": "America/Sao_Paulo",
+            },
+        },
+    )
     world.ids = {
         "account": account.pk,
         "number": number.pk,
@@ -119,6 +165,8 @@ def world_populate(*, token: str) -> World:
         "event": event.pk,
         "api_key": key.pk,
         "upload": upload.pk,
+        "journey": journey.pk,
+        "recurring": recurring.pk,
     }
     return world
 
