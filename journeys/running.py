@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from journeys.definition import Definition, definition_parse
+from journeys.definition import Definition, EmitStep, definition_parse
 from journeys.models import Journey, JourneyStatus, JourneyStepCampaign, JourneyVersion
 
 
@@ -62,4 +62,22 @@ def running_journeys(
             j, definition_of(int(j.pk), int(j.version)), campaigns.get(int(j.pk), {})
         )
         for j in journeys
+    }
+
+
+def emitted_event_types() -> dict[str, str]:
+    """The event types journeys' emit steps send out (their current versions, archived
+    journeys aside), each with the journeys that send it: what a subscription can ask
+    for beside whatsblast's own."""
+    found: dict[str, list[str]] = {}
+    for journey in Journey.objects.exclude(status=JourneyStatus.ARCHIVED).only(
+        "id", "name", "version"
+    ):
+        definition = definition_of(int(journey.pk), int(journey.version))
+        for step in definition.steps:
+            if isinstance(step, EmitStep):
+                found.setdefault(step.event_type, []).append(journey.name)
+    return {
+        name: f"sent out by the journey {', '.join(sorted(set(journeys)))}"
+        for name, journeys in sorted(found.items())
     }

@@ -18,7 +18,7 @@ import pytest
 from whatsblast.core import queues
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("campaigns", "delivery", "webhooks", "whatsblast")
+PACKAGES = ("campaigns", "delivery", "journeys", "webhooks", "whatsblast")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 

@@ -35,12 +35,14 @@ from delivery.models import (
     Click,
     Conversion,
     DeadLetter,
+    MarketingHold,
     Message,
     MessageKind,
     MessageStatus,
     PoolHome,
     ServiceWindow,
 )
+from journeys.events_in import events_record
 from tests.factories import (
     make_campaign,
     make_contact,
@@ -48,6 +50,8 @@ from tests.factories import (
     make_message,
     make_phone_number,
 )
+from tests.journeys.support import journey_live
+from tests.journeys.support import run as journeys_run
 from webhooks.applier import events_drain
 from webhooks.erasure import ERASED_REASON, ContactNotFound, contact_erase
 from webhooks.models import InboundMessage, UnmatchedStatus, WebhookEvent
@@ -147,6 +151,23 @@ def person(db: Any) -> dict[str, Any]:
     )
     bystander = make_contact(phone=OTHER_PHONE, name="Bystander Person", contact_list=vip)
     campaign = make_campaign(phone_number=number, lists=[vip])
+    # A live journey they are in, waiting for a reply: their event's properties quote them,
+    # and their replies become its events too.
+    journey = journey_live(
+        number,
+        {
+            "entry": {"type": "event", "event": "cart_updated"},
+            "steps": [{"id": "reply", "type": "wait", "for_reply": True, "timeout": {"hours": 1}}],
+        },
+        name="erasure",
+    )
+    journey.test_contacts.add(contact)
+    events_record(
+        api_key_id=None,
+        items=[{"phone": PHONE, "name": "cart_updated", "properties": {"who": NAME, "tel": PHONE}}],
+        idempotency_key=None,
+    )
+    journeys_run()
     now = timezone.now()
     sent = make_message(
         campaign=campaign,
@@ -216,6 +237,8 @@ def person(db: Any) -> dict[str, Any]:
         attributed_by="delivered",
     )
     PoolHome.objects.create(contact=contact, account=number.account, phone_number=number)
+    MarketingHold.objects.create(contact=contact, until=now, since=now)
+    journeys_run()  # the reply ends the wait: the history quotes what they said
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO delivery_eventoutbox (event_type, message_id, data)"
@@ -266,6 +289,9 @@ def test_the_fixture_puts_the_person_everywhere(person: dict[str, Any]) -> None:
         "webhooks_unmatchedstatus.payload",
         "webhooks_webhookevent.body",
         "django_admin_log.object_repr",
+        "journeys_contactevent.properties",
+        "journeys_journeyinstance.properties",
+        "journeys_journeyhistory.detail",
     } <= held, held
     assert InboundMessage.objects.filter(contact=person["contact"]).count() == 2
 

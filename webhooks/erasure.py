@@ -10,9 +10,11 @@ one (this app sits on top of the others, so it can):
   with the recipient, wamid, params, text and error details anonymised
   (``delivery.messages.messages_anonymise``, the one writer of that table); their dead
   letters' payloads; their clicks and conversions (kept, unlinked from the person); their
-  customer-service windows and their pool home (deleted); the outgoing events that name
-  them; stored API answers that quote the number; the messaging-limit budget in Redis
-  (their entry renamed, so the budget still counts them);
+  customer-service windows, their pool home and Meta's marketing hold on them (deleted);
+  the outgoing events that name them; stored API answers that quote the number; the
+  messaging-limit budget in Redis (their entry renamed, so the budget still counts them);
+* ``journeys``: their instances, histories, events in and segment memories (deleted:
+  journeys.erase);
 * ``webhooks``: their replies (kept for the reply counts and button taps, their words and
   profile name removed), Meta's raw callbacks that mention them (their part of the JSON
   blanked), unmatched statuses of their messages (deleted), asynchronous errors quoting
@@ -55,11 +57,13 @@ from delivery.models import (
     Click,
     Conversion,
     DeadLetter,
+    MarketingHold,
     Message,
     PoolHome,
     ServiceWindow,
     SupportAction,
 )
+from journeys.erase import journeys_person_erase
 from webhooks.models import AsyncError, InboundMessage, UnmatchedStatus, WebhookEvent
 from whatsblast.core.redis import get_redis
 
@@ -213,6 +217,8 @@ def contact_erase(*, contact_id: int) -> ErasureResult:
         ).update(contact=None, phone="", user_id="")
         windows, _ = ServiceWindow.objects.filter(user__in=recipients).delete()
         PoolHome.objects.filter(contact_id=contact.pk).delete()
+        MarketingHold.objects.filter(contact_id=contact.pk).delete()
+        journey_rows = journeys_person_erase(contact_id=contact.pk)
         memberships, _ = ListMembership.objects.filter(contact_id=contact.pk).delete()
         events = _events_redact(contact.pk, redactor)
         webhook_events = _webhook_events_redact(redactor)
@@ -223,6 +229,7 @@ def contact_erase(*, contact_id: int) -> ErasureResult:
             + _json_rows_redact(ContactUpload, "result", redactor)
             + _json_rows_redact(Segment, "rules", redactor)
             + _admin_log_redact(redactor)
+            + journey_rows
         )
         # Every reference to the row is gone (memberships and pool home deleted, the
         # messages, replies, clicks and conversions unlinked): a plain DELETE. The ORM's

@@ -47,9 +47,12 @@ EVENT_TYPE_NAMES = (
     "journey.step_fired",
     "journey.exited",
 )
-# A journey's own event (an emit step's: order.cancel_requested). The families of the names
-# above are whatsblast's: a name in one that is not listed is refused (400).
-CUSTOM_EVENT_TYPE = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
+# A journey's own event (an emit step's: order.cancel_requested): a dotted name outside
+# whatsblast's own families (delivery.events.types.CUSTOM_EVENT_TYPE, the same text).
+CUSTOM_EVENT_TYPE = (
+    r"^(?!(?:campaign|contact|conversion|guard|journey|message|ping|reply)\.)"
+    r"[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
+)
 
 NAME_MAX = 200  # EventSubscription.name
 URL_MAX = 2000  # EventSubscription.url

@@ -29,19 +29,22 @@ EVENT_TYPES: dict[str, str] = {
 }
 
 # An event a journey's emit step sends out: a dotted lower-case name outside the families
-# above, which are whatsblast's own (a journey cannot pretend a message was sent).
-CUSTOM_EVENT_TYPE = r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
+# above, which are whatsblast's own (a journey cannot pretend a message was sent). The
+# pattern is the whole rule, the OpenAPI document's too (delivery/api/openapi_events.py).
+RESERVED_FAMILIES = tuple(sorted({name.split(".")[0] for name in EVENT_TYPES} | {"ping"}))
+CUSTOM_EVENT_TYPE = (
+    rf"^(?!(?:{'|'.join(RESERVED_FAMILIES)})\.)[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
+)
 _CUSTOM = re.compile(CUSTOM_EVENT_TYPE)
 CUSTOM_EVENT_TYPE_MAX = 40  # EventOutbox.event_type, EventSubscription.event_types
-RESERVED_FAMILIES = tuple(sorted({name.split(".")[0] + "." for name in EVENT_TYPES} | {"ping."}))
 
 
 def custom_event_type_error(name: str) -> str | None:
     """Why ``name`` cannot be a journey's own event type, or None."""
+    if name.split(".")[0] in RESERVED_FAMILIES:
+        return f"{name!r} is in a family whatsblast sends itself"
     if not _CUSTOM.match(name) or len(name) > CUSTOM_EVENT_TYPE_MAX:
         return "a dotted lower-case event type of up to 40 characters, e.g. order.cancel_requested"
-    if name.startswith(RESERVED_FAMILIES) or name == "ping":
-        return f"{name!r} is in a family whatsblast sends itself"
     return None
 
 

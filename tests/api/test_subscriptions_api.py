@@ -20,11 +20,12 @@ from django.utils import timezone
 from jsonschema import Draft202012Validator
 
 from delivery.api.keys import api_key_create
+from delivery.api.openapi_events import CUSTOM_EVENT_TYPE as OPENAPI_CUSTOM_EVENT_TYPE
 from delivery.api.openapi_events import EVENT_TYPE_NAMES
 from delivery.events.router import events_route
 from delivery.events.signing import signature_verify
 from delivery.events.subscriptions import subscription_create, subscription_pause
-from delivery.events.types import EVENT_TYPES
+from delivery.events.types import CUSTOM_EVENT_TYPE, EVENT_TYPES
 from delivery.models import ApiCreated, Event, EventDeadLetter, EventOutbox, EventSubscription
 from tests.api.support import DOCUMENT, response_check
 from tests.events.receiver import Receiver
@@ -282,7 +283,10 @@ def request_schema() -> Draft202012Validator:
 
 def test_the_documented_event_types_are_the_services() -> None:
     assert EVENT_TYPE_NAMES == tuple(EVENT_TYPES)
-    assert DOCUMENT["components"]["schemas"]["EventType"]["enum"] == list(EVENT_TYPES)
+    own, journeys = DOCUMENT["components"]["schemas"]["EventType"]["anyOf"]
+    assert own["enum"] == list(EVENT_TYPES)
+    # A journey's own types: the service's pattern, the same text.
+    assert journeys["pattern"] == CUSTOM_EVENT_TYPE == OPENAPI_CUSTOM_EVENT_TYPE
 
 
 # --- delete, resume, dead letters, replay ------------------------------------------------

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from delivery.events.router import events_route
 from delivery.events.subscriptions import subscription_create
+from delivery.events.types import EVENT_TYPES
 from delivery.models import Event, EventDeadLetter, EventOutbox, EventSubscription
 from tests.events.receiver import Receiver
 from tests.ui.support import role_user
@@ -83,7 +84,7 @@ def dead_letters(subscription: EventSubscription, count: int) -> list[Event]:
 def test_an_operator_adds_one_and_sees_its_secret_once(operator: Client) -> None:
     form = operator.get(ADD).content.decode()
     assert "<code>reply.received</code> — A contact wrote to the number" in form
-    assert form.count('type="checkbox" name="event_types"') == 15
+    assert form.count('type="checkbox" name="event_types"') == len(EVENT_TYPES)
     assert 'name="secret"' not in form  # made by the service, never typed in
 
     response = operator.post(
@@ -306,3 +307,29 @@ def test_the_list_costs_a_fixed_number_of_queries_with_many_subscriptions(
     for params in ({}, {"q": "hook 1"}, {"o": "5"}):
         with django_assert_max_num_queries(15):
             assert operator.get(LIST, params).status_code == 200
+
+
+def test_the_types_journeys_send_out_can_be_subscribed_to(operator: Client) -> None:
+    from tests.factories import make_phone_number
+    from tests.journeys.support import journey_live
+
+    journey_live(
+        make_phone_number(),
+        {
+            "entry": {"type": "event", "event": "order_created"},
+            "steps": [{"id": "tell", "type": "emit", "event": "order.cancel_requested"}],
+        },
+        name="cash on delivery",
+    )
+    form = operator.get(ADD).content.decode()
+    assert "<code>order.cancel_requested</code> — sent out by the journey cash on delivery" in form
+    response = operator.post(
+        ADD,
+        {
+            "name": "Shop",
+            "url": "https://shop.example/hooks",
+            "event_types": ["order.cancel_requested"],
+        },  # fmt: skip
+    )
+    assert response.status_code == 302
+    assert EventSubscription.objects.get(name="Shop").event_types == ["order.cancel_requested"]

@@ -35,6 +35,7 @@ from delivery.events.subscriptions import (
 )
 from delivery.events.types import EVENT_TYPES, event_types_errors
 from delivery.models import Event, EventDeadLetter, EventSubscription
+from journeys.running import emitted_event_types
 
 # Dead letters listed on a subscription's page (newest event first); the counts cover all.
 DEAD_LETTERS_SHOWN = 100
@@ -42,9 +43,10 @@ PAUSE_REASON_MAX = 500
 
 
 def _type_choices() -> list[tuple[str, SafeString]]:
+    """whatsblast's own event types, then those journeys' emit steps send out."""
     return [
         (name, format_html("<code>{}</code> — {}", name, description))
-        for name, description in EVENT_TYPES.items()
+        for name, description in {**EVENT_TYPES, **emitted_event_types()}.items()
     ]
 
 
