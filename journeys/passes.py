@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -33,20 +34,30 @@ DEBOUNCE_KEY = "wb:journeys-pass"
 DEBOUNCE_MS = 200
 
 
-def journeys_pass(*, budget_s: float | None = None, now: datetime | None = None) -> dict[str, Any]:
-    """One pass (see the module's docstring); with a budget, a job goes on with the rest."""
+def journeys_pass(
+    *,
+    budget_s: float | None = None,
+    now: datetime | None = None,
+    step_aside: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
+    """One pass (see the module's docstring). With a budget, or when ``step_aside`` says
+    more urgent work waits (an OTP, a number's slot), it stops between batches and queues
+    a job to go on with the rest."""
     started = time.monotonic()
     half = None if budget_s is None else budget_s / 2
-    routed = events_route(now=now, budget_s=half)
-    swept = journeys_sweep(now=now, budget_s=_left(budget_s, started))
+    routed = events_route(now=now, budget_s=half, step_aside=step_aside)
+    swept = journeys_sweep(now=now, budget_s=_left(budget_s, started), step_aside=step_aside)
     entries = entries_check(now=now)
     # Entries just made may be due at once (a segment's newcomers): fire them now.
     if entries.entered:
-        swept_more = journeys_sweep(now=now, budget_s=_left(budget_s, started))
+        swept_more = journeys_sweep(
+            now=now, budget_s=_left(budget_s, started), step_aside=step_aside
+        )
         swept.instances += swept_more.instances
         swept.sent += swept_more.sent
+        swept.left_over = swept.left_over or swept_more.left_over
     runs = recurring_runs(now=now)
-    more = budget_s is not None and time.monotonic() - started > budget_s
+    more = routed.left_over or swept.left_over
     if more:
         pass_schedule()
     return {
@@ -64,13 +75,16 @@ def _left(budget_s: float | None, started: float) -> float | None:
     return max(0.05, budget_s - (time.monotonic() - started))
 
 
-def journeys_drain(*, budget_s: float = 60.0) -> dict[str, Any]:
-    """The job: passes until nothing is left or the budget is spent."""
+def journeys_drain(
+    *, budget_s: float = 60.0, step_aside: Callable[[], bool] | None = None
+) -> dict[str, Any]:
+    """The job: a pass until nothing is left, the budget is spent, or more urgent jobs
+    wait for this worker (then a job of its own goes on after them)."""
     try:
         get_redis().delete(DEBOUNCE_KEY)
     except redis.RedisError:
         pass
-    return journeys_pass(budget_s=budget_s, now=None)
+    return journeys_pass(budget_s=budget_s, now=None, step_aside=step_aside)
 
 
 def pass_schedule() -> bool:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -95,6 +96,7 @@ class RouteReport:
     exited: int = 0
     resumed: int = 0
     refused: Counter[str] = field(default_factory=Counter)
+    left_over: bool = False
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -108,14 +110,23 @@ class RouteReport:
 
 
 def events_route(
-    *, now: datetime | None = None, limit: int = ROUTE_BATCH, budget_s: float | None = None
+    *,
+    now: datetime | None = None,
+    limit: int = ROUTE_BATCH,
+    budget_s: float | None = None,
+    step_aside: Callable[[], bool] | None = None,
 ) -> RouteReport:
-    """Route stored events until none is left (or the budget is spent)."""
+    """Route stored events until none is left (or the budget is spent, or ``step_aside``
+    says more urgent work waits; ``report.left_over`` then)."""
     report = RouteReport()
     started = time.monotonic()
     while True:
         taken = _batch(now or timezone.now(), limit, report)
-        if taken < limit or (budget_s is not None and time.monotonic() - started > budget_s):
+        if taken < limit:
+            return report
+        out_of_time = budget_s is not None and time.monotonic() - started > budget_s
+        if out_of_time or (step_aside is not None and step_aside()):
+            report.left_over = True
             return report
 
 

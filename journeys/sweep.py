@@ -16,6 +16,7 @@ so its cost follows the due rows, not the instances waiting for later.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -51,6 +52,7 @@ class SweepReport:
     sent: int = 0
     left: int = 0
     migrated: int = 0
+    left_over: bool = False
     by_type: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
@@ -65,9 +67,15 @@ class SweepReport:
 
 
 def journeys_sweep(
-    *, now: datetime | None = None, batch: int = SWEEP_BATCH, budget_s: float | None = None
+    *,
+    now: datetime | None = None,
+    batch: int = SWEEP_BATCH,
+    budget_s: float | None = None,
+    step_aside: Callable[[], bool] | None = None,
 ) -> SweepReport:
-    """Advance every due instance of a live journey (until the budget is spent).
+    """Advance every due instance of a live journey (until the budget is spent, or
+    ``step_aside`` says more urgent work waits for this worker; ``report.left_over`` says
+    the sweep stopped with due rows left).
 
     ``now`` is the journeys' clock (tests move it; the messages a step makes are due by
     the database's own).
@@ -79,7 +87,11 @@ def journeys_sweep(
         if not journeys:
             return report
         taken = _batch(journeys, now or timezone.now(), batch, report)
-        if taken < batch or (budget_s is not None and time.monotonic() - started > budget_s):
+        if taken < batch:
+            return report
+        out_of_time = budget_s is not None and time.monotonic() - started > budget_s
+        if out_of_time or (step_aside is not None and step_aside()):
+            report.left_over = True
             return report
 
 

@@ -59,8 +59,9 @@ def maintenance_tick_job() -> dict[str, Any]:
 def journeys_pass_job() -> dict[str, Any]:
     """Route stored events and fire due journey steps until none is left (or a minute
     passed: then it queues itself again). Queued by the events API and by a tick whose
-    short pass left work."""
-    return journeys_drain()
+    short pass left work. Between batches it steps aside (a continuation queued behind) when
+    transactional or campaign jobs wait, as the webhook applier does."""
+    return journeys_drain(step_aside=queues.urgent_jobs_waiting)
 
 
 def webhook_apply_job() -> dict[str, int]:
