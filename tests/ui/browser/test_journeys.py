@@ -8,6 +8,7 @@ and why. Every page is written to docs/screenshots/journey-*.png.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -270,6 +271,13 @@ def test_a_marketer_builds_the_cart_reminder_and_follows_people_through_it(
     assert fits(wide), "the dry run scrolls sideways at 1366 px"
     full_screenshot(wide, "journey-dry-run.png")
 
+    # The step's campaign names its journey and has no buttons of its own.
+    step_campaign = sent[0].campaign_id
+    wide.goto(f"{base}/admin/campaigns/campaign/{step_campaign}/change/")
+    assert "the step remind of the journey Cart reminder" in wide.inner_text("#wb-journey-origin")
+    assert wide.locator("form[data-action=pause]").count() == 0
+    screenshot(wide, "journey-step-campaign.png")
+
     # Ana's page says where she is and why; Bruno's why he left.
     ana = Contact.objects.get(phone=ANA)
     wide.goto(f"{base}/admin/customer/{ANA}/")
@@ -311,6 +319,16 @@ def test_a_live_edit_asks_first_and_makes_a_version(wide: Any, live_server: Any)
     wide.goto(f"{base}/admin/journeys/journey/{journey.pk}/edit/")
     wide.wait_for_selector("#wb-builder .wb-step")
     wide.locator("#wb-steps li[data-step='wait'] input.wb-jb-hours").fill("2")
+    # The JSON view shows the same definition and takes an edit back into the builder.
+    wide.click("#wb-tab-json")
+    definition = json.loads(wide.input_value("#id_definition"))
+    assert definition["steps"][0]["delay"] == {"hours": 2}
+    definition["steps"][1]["reason"] = "waited two hours"
+    wide.fill("#id_definition", json.dumps(definition))
+    wide.click("#wb-tab-builder")
+    assert wide.input_value("#wb-steps li[data-step='done'] input[placeholder='done']") == (
+        "waited two hours"
+    )
     wide.fill("#id_note", "wait two hours")
     wide.click("#wb-save")
     wide.wait_for_selector("#wb-new-version")
@@ -341,12 +359,13 @@ def test_a_marketer_sets_up_a_weekly_recurring_campaign_and_reads_its_runs(
     log_in(wide, base, "mia")
     wide.goto(f"{base}/admin/journeys/journey/")
     wide.click("#wb-recurring-add")
+    wide.wait_for_load_state("load")
     wide.fill("#id_name", "Weekly deals, Mondays")
     weekly = wide.locator("#id_campaign option", has_text="Weekly deals")
     wide.select_option("#id_campaign", value=weekly.get_attribute("value"))
     wide.check("input[name=every][value=week]")
-    assert wide.is_visible(".field-weekdays")
-    assert not wide.is_visible("#id_day_of_month")
+    wide.wait_for_selector(".field-weekdays", state="visible")
+    wide.wait_for_selector("#id_day_of_month", state="hidden")
     wide.check("input[name=weekdays][value=mon]")
     wide.fill("#id_at", "10:00")
     wide.fill("#id_zone", "America/Sao_Paulo")
@@ -378,6 +397,8 @@ def test_a_marketer_sets_up_a_weekly_recurring_campaign_and_reads_its_runs(
     wide.goto(f"{base}/admin/journeys/journey/")
     listed = wide.inner_text("#result_list")
     assert "every Monday 10:00 America/Sao_Paulo" in listed and "repeats Weekly deals" in listed
+    assert fits(wide), "the journeys list scrolls sideways at 1366 px"
+    screenshot(wide, "journey-list.png")
     # The run's report is one click away, and its campaign names the recurring campaign.
     wide.goto(f"{base}/admin/journeys/journey/{journey.pk}/change/")
     wide.click(f"#journey-runs tr[data-run='{run.pk}'] a.wb-run-report")
