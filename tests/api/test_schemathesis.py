@@ -28,6 +28,7 @@ import requests
 
 from delivery.api.keys import api_key_create
 from delivery.models import ApiScope, Message, MessageKind
+from journeys.versions import journey_create, journey_go_live
 from tests.api.support import DOCUMENT
 from tests.factories import make_contact, make_contact_list, make_phone_number, make_template
 
@@ -47,6 +48,26 @@ def live_api(live_server: Any, settings: Any) -> dict[str, str]:
         account=number.account, name="otp", body_text="Your code is {{1}}", body_param_count=1
     )
     # The list generated campaigns are addressed to (tests/api/schemathesis_hooks.py).
+    # A live journey on the number, which the fuzzer reads, pauses and resumes
+    # (tests/api/schemathesis_hooks.py points journey cases at it), and feeds events.
+    journey_go_live(
+        journey=journey_create(
+            name="fuzz",
+            phone_number=number,
+            definition={
+                "entry": {"type": "event", "event": "cart_updated"},
+                "steps": [
+                    {"id": "wait", "type": "wait", "delay": {"hours": 1}},
+                    {
+                        "id": "send",
+                        "type": "send",
+                        "template": "otp",
+                        "mapping": {"body": {"1": {"value": "123456"}}},
+                    },
+                ],
+            },  # fmt: skip
+        )
+    )
     fuzz_list = make_contact_list(name="fuzz")
     for index in range(3):
         make_contact(phone=f"+551198765{index:04d}", contact_list=fuzz_list, name=f"C{index}")

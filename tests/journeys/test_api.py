@@ -180,6 +180,8 @@ def test_every_documented_status_is_real(number: Any) -> None:
         status("get", "/journeys", key=reader),  # 200
         status("get", "/journeys?status=nope", key=reader),  # 400
         status("get", "/journeys?limit=0", key=reader),  # 400
+        status("get", "/journeys?cursor=", key=reader),  # 400: empty is not left out
+        status("get", "/journeys?cursor=nope", key=reader),  # 400
         status("get", "/journeys", key=None),  # 401
         status("get", "/journeys", key=sender),  # 403
         status("post", "/journeys", key=reader, documented_as="get"),  # 405

@@ -35,8 +35,10 @@ from whatsblast.core.redis import get_redis
 from whatsblast.observability.queries import (
     DatabaseSnapshot,
     EventsSnapshot,
+    JourneysSnapshot,
     database_snapshot,
     events_snapshot,
+    journeys_snapshot,
 )
 from whatsblast.observability.readiness import describe_error, workers_alive
 
@@ -87,6 +89,14 @@ class EngineCollector:
             up.add_metric(["events"], 0 if events is None else 1)
             if events is not None:
                 yield from events_metrics(events)
+            journeys: JourneysSnapshot | None = None
+            try:
+                journeys = journeys_snapshot()
+            except Exception as exc:
+                logger.warning("metrics: journey gauges failed: %s", describe_error(exc))
+            up.add_metric(["journeys"], 0 if journeys is None else 1)
+            if journeys is not None:
+                yield from journeys_metrics(journeys)
         try:
             families = list(redis_metrics(get_redis(), snapshot))
         except (redis.RedisError, OSError) as exc:
@@ -174,6 +184,38 @@ def events_metrics(snap: EventsSnapshot) -> Iterator[Metric]:
         "Age of the oldest event an active subscription has not taken yet, or not routed "
         "yet (0: none)",
         value=snap.oldest_waiting_s,
+    )
+
+
+def journeys_metrics(snap: JourneysSnapshot) -> Iterator[Metric]:
+    active = GaugeMetricFamily(
+        "whatsblast_journey_instances", "People in each live journey", labels=["journey"]
+    )
+    due = GaugeMetricFamily(
+        "whatsblast_journey_due",
+        "Steps of each live journey due and not fired yet (the sweep takes them within "
+        "about a second)",
+        labels=["journey"],
+    )
+    for row in snap.journeys:
+        active.add_metric([row.name], row.active)
+        due.add_metric([row.name], row.due)
+    yield active
+    yield due
+    yield GaugeMetricFamily(
+        "whatsblast_journey_due_oldest_seconds",
+        "How long the oldest due step of any live journey has waited to fire (0: none)",
+        value=snap.oldest_due_s,
+    )
+    yield GaugeMetricFamily(
+        "whatsblast_events_in_unrouted",
+        "Events in through the API (and replies) not applied to the journeys yet",
+        value=snap.events_unrouted,
+    )
+    yield GaugeMetricFamily(
+        "whatsblast_events_in_oldest_unrouted_seconds",
+        "Age of the oldest event in not applied to the journeys yet (0: none)",
+        value=max(snap.events_oldest_unrouted_s or 0.0, 0.0),
     )
 
 

@@ -216,6 +216,65 @@ def database_snapshot() -> DatabaseSnapshot:
     return snap
 
 
+# Live journeys: people in each, and the due rows the sweep has not taken yet (their oldest
+# due time: a growing age means no worker runs the journeys' pass). Through the partial
+# indexes on active instances (by journey and due time, by journey and step).
+_JOURNEYS_SQL = """
+SELECT j.id, j.name,
+       (SELECT count(*) FROM journeys_journeyinstance i
+         WHERE i.journey_id = j.id AND i.state = 'active'),
+       (SELECT count(*) FROM journeys_journeyinstance i
+         WHERE i.journey_id = j.id AND i.state = 'active' AND i.due_at <= now()),
+       (SELECT extract(epoch FROM now() - min(i.due_at)) FROM journeys_journeyinstance i
+         WHERE i.journey_id = j.id AND i.state = 'active' AND i.due_at <= now())
+  FROM journeys_journey j
+ WHERE j.status = 'live'
+ ORDER BY j.id
+"""
+# Events in not routed yet (the partial index on them): their count and the oldest's age.
+_EVENTS_IN_SQL = """
+SELECT count(*), extract(epoch FROM now() - min(received_at))
+  FROM journeys_contactevent WHERE routed_at IS NULL
+"""
+
+
+@dataclass(frozen=True)
+class JourneyBacklog:
+    journey_id: int
+    name: str
+    active: int
+    due: int
+    oldest_due_s: float | None
+
+
+@dataclass
+class JourneysSnapshot:
+    journeys: list[JourneyBacklog] = field(default_factory=list)
+    events_unrouted: int = 0
+    events_oldest_unrouted_s: float | None = None
+
+    @property
+    def oldest_due_s(self) -> float:
+        return max((j.oldest_due_s or 0.0 for j in self.journeys), default=0.0)
+
+
+def journeys_snapshot() -> JourneysSnapshot:
+    """The journeys' gauges, in a transaction of their own, as the events'."""
+    snap = JourneysSnapshot()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(f"SET LOCAL statement_timeout = {int(STATEMENT_TIMEOUT_MS)}")
+        cursor.execute(_JOURNEYS_SQL)
+        snap.journeys = [
+            JourneyBacklog(int(jid), str(name), int(active), int(due), _float(age))
+            for jid, name, active, due, age in cursor.fetchall()
+        ]
+        cursor.execute(_EVENTS_IN_SQL)
+        unrouted, age = cursor.fetchone()
+        snap.events_unrouted = int(unrouted)
+        snap.events_oldest_unrouted_s = _float(age)
+    return snap
+
+
 def events_snapshot() -> EventsSnapshot:
     """The event subscriptions' gauges, in a transaction of their own: a subscription far
     behind cannot make the rest of the scrape time out."""

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from delivery.api.cursors import limit_parse, page_of
-from delivery.api.errors import ApiProblem
+from delivery.api.cursors import MAX_LIMIT, cursor_decode, limit_parse, page_of
+from delivery.api.errors import ApiProblem, invalid_fields
 from delivery.api.idempotency import Answer, idempotent_create
 from delivery.api.keys import api_key_authenticate, api_key_can
 from delivery.api.quota import quota_take, retry_after_header
@@ -137,6 +137,16 @@ def create_answer(
     if answer.replayed:
         response["Idempotent-Replayed"] = "true"
     return response
+
+
+def page_params_check(request: HttpRequest) -> None:
+    """``cursor`` and ``limit`` as the document has them: given empty is given wrong (the
+    shared pager would read an empty one as left out)."""
+    if "limit" in request.GET and not request.GET["limit"]:
+        raise invalid_fields({"limit": f"A whole number from 1 to {MAX_LIMIT}."})
+    limit_parse(request.GET.get("limit"))
+    if "cursor" in request.GET:
+        cursor_decode(request.GET["cursor"])
 
 
 def page_answer(

@@ -17,7 +17,6 @@ from django.db.models import Count, Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, reverse
 
-from delivery.api.cursors import MAX_LIMIT, cursor_decode, limit_parse
 from delivery.api.errors import ApiProblem, invalid_fields
 from delivery.api.openapi_events import NAME_MAX, NAME_PATTERN, URL_MAX, URL_PATTERN
 from delivery.events.subscriptions import (
@@ -38,6 +37,7 @@ from whatsblast.views.api_common import (
     iso,
     json_body,
     page_answer,
+    page_params_check,
 )
 
 _NAME = re.compile(NAME_PATTERN)
@@ -60,16 +60,6 @@ def _own(api_key: ApiKey, subscription_id: int) -> EventSubscription:
     if found is None:
         raise ApiProblem(404, "not_found", "No such subscription.")
     return found
-
-
-def _page_params_check(request: HttpRequest) -> None:
-    """``cursor`` and ``limit`` as the document has them: given empty is given wrong (the
-    shared pager would read an empty one as left out)."""
-    if "limit" in request.GET and not request.GET["limit"]:
-        raise invalid_fields({"limit": f"A whole number from 1 to {MAX_LIMIT}."})
-    limit_parse(request.GET.get("limit"))
-    if "cursor" in request.GET:
-        cursor_decode(request.GET["cursor"])
 
 
 def _newest_seq() -> int:
@@ -150,7 +140,7 @@ def subscription_request_parse(data: dict[str, Any]) -> tuple[str, str, list[str
 def subscriptions(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         api_key = authenticate(request, ApiScope.CAMPAIGNS, ApiScope.READ)
-        _page_params_check(request)
+        page_params_check(request)
         newest = _newest_seq()
         return page_answer(
             request,
@@ -204,7 +194,7 @@ def subscription_resume_view(request: HttpRequest, subscription_id: int) -> Http
 @api_view("GET")
 def dead_letters(request: HttpRequest, subscription_id: int) -> HttpResponse:
     api_key = authenticate(request, ApiScope.CAMPAIGNS, ApiScope.READ)
-    _page_params_check(request)  # a bad cursor or limit is a 400 before the 404
+    page_params_check(request)  # a bad cursor or limit is a 400 before the 404
     found = _own(api_key, subscription_id)
     letters = EventDeadLetter.objects.filter(subscription=found).select_related("event")
     return page_answer(request, letters, dead_letter_json)

@@ -13,7 +13,6 @@ from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, path, reverse
 
-from delivery.api.cursors import limit_parse
 from delivery.api.errors import ApiProblem
 from delivery.api.validation import idempotency_key_parse
 from delivery.models import ApiScope
@@ -23,7 +22,13 @@ from journeys.models import Journey
 from journeys.openapi import JOURNEY_STATUS_CONFLICT
 from journeys.passes import pass_schedule
 from journeys.versions import JourneyStateError, journey_pause, journey_resume
-from whatsblast.views.api_common import api_view, authenticate, json_body, page_answer
+from whatsblast.views.api_common import (
+    api_view,
+    authenticate,
+    json_body,
+    page_answer,
+    page_params_check,
+)
 
 WRITE = (ApiScope.CAMPAIGNS,)
 READ = (ApiScope.CAMPAIGNS, ApiScope.READ)
@@ -50,7 +55,7 @@ def events(request: HttpRequest) -> HttpResponse:
 def journeys(request: HttpRequest) -> HttpResponse:
     api_key = authenticate(request, *READ)
     status = journey_status_filter(request.GET.get("status"))
-    limit_parse(request.GET.get("limit"))
+    page_params_check(request)
     found = journeys_of_key(api_key)
     if status is not None:
         found = found.filter(status=status)
