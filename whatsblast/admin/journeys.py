@@ -212,7 +212,6 @@ class JourneyAdmin(admin.ModelAdmin[Journey]):
         "journey",
         "status_badge",
         "entry",
-        "number",
         "version_shown",
         "entered",
         "in_it_now",
@@ -220,7 +219,7 @@ class JourneyAdmin(admin.ModelAdmin[Journey]):
         "next_run",
     )
     list_display_links = ("journey",)
-    list_filter = (StatusFilter,)
+    list_filter = (StatusFilter, "phone_number")
     search_fields = ("name",)
     search_help_text = "Part of a journey's name."
     list_select_related = ("phone_number",)
@@ -267,11 +266,13 @@ class JourneyAdmin(admin.ModelAdmin[Journey]):
 
     @admin.display(description="journey", ordering="name")
     def journey(self, obj: Journey) -> str:
-        if obj.description:
-            return format_html(
-                '{}<br><span class="wb-share">{}</span>', obj.name, obj.description[:80]
-            )
-        return obj.name
+        """Its name, and the number it sends from under it (the list fits 1366 px)."""
+        return format_html(
+            '<span title="{}">{}</span><br><span class="wb-share">from {}</span>',
+            obj.description[:200],
+            obj.name,
+            obj.phone_number.display_phone_number,
+        )
 
     @admin.display(description="status", ordering="status")
     def status_badge(self, obj: Journey) -> str:
@@ -289,10 +290,6 @@ class JourneyAdmin(admin.ModelAdmin[Journey]):
                 summary["repeats"],
             )
         return str(summary.get("entry", ""))
-
-    @admin.display(description="number", ordering="phone_number__display_phone_number")
-    def number(self, obj: Journey) -> str:
-        return str(obj.phone_number.display_phone_number)
 
     @admin.display(description="version", ordering="version")
     def version_shown(self, obj: Journey) -> str:
