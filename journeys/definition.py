@@ -335,11 +335,34 @@ class _Problems:
         self.found.setdefault(path, problem)
 
 
+@dataclass(frozen=True)
+class Parts:
+    """What of a definition read, and what did not: the entry and the steps that did are
+    still checked against the database (journeys.versions), so every problem is named at
+    once, not one kind per attempt."""
+
+    entry: Entry | None
+    steps: tuple[Step, ...]
+    problems: dict[str, str]
+
+
+def definition_parts(data: object) -> Parts:
+    """The entry and the steps of ``data`` that read, with every problem found."""
+    return _read(data)[1]
+
+
 def definition_parse(data: object) -> Definition:
     """The definition of ``data`` (parsed JSON), or ``DefinitionError`` with every problem."""
+    definition, parts = _read(data)
+    if definition is None:
+        raise DefinitionError(parts.problems)
+    return definition
+
+
+def _read(data: object) -> tuple[Definition | None, Parts]:
     problems = _Problems()
     if not isinstance(data, dict):
-        raise DefinitionError({"definition": "a journey is a JSON object"})
+        return None, Parts(None, (), {"definition": "a journey is a JSON object"})
     allowed = {
         "entry", "steps", "exits", "key", "re_entry", "window", "time_zone",
         "time_zone_field", "holdout_percent", "goal", "lateness_hours", "frequency_cap",
@@ -392,9 +415,9 @@ def definition_parse(data: object) -> Definition:
     elif entry is not None and not steps and "steps" not in problems.found:
         problems.add("steps", "a journey needs at least one step")
     if problems.found:
-        raise DefinitionError(problems.found)
+        return None, Parts(entry, tuple(steps), problems.found)
     assert entry is not None
-    return Definition(
+    definition = Definition(
         entry=entry,
         steps=tuple(steps),
         exits=tuple(exits),
@@ -411,6 +434,7 @@ def definition_parse(data: object) -> Definition:
         frequency_cap=cap.strip(),
         frequency_cap_defer=defer,
     )
+    return definition, Parts(entry, definition.steps, {})
 
 
 def _kind(value: object) -> str:

@@ -219,6 +219,16 @@ class TestContactError(ValueError):
     __test__ = False  # a name pytest would otherwise collect
 
 
+def journey_test_contact_add(*, journey: Journey, contact: Contact) -> None:
+    """Make ``contact`` one of the journey's test contacts."""
+    journey.test_contacts.add(contact)
+
+
+def journey_test_contact_remove(*, journey: Journey, contact: Contact) -> None:
+    """No longer a test contact: their instances stay what they are (marked test)."""
+    journey.test_contacts.remove(contact)
+
+
 def journey_test_enter(
     *, journey: Journey, contact: Contact, properties: dict[str, Any] | None = None
 ) -> JourneyInstance:

@@ -254,7 +254,9 @@ def _enter(
                 past.setdefault(int(contact_id), {})[str(key)] = at
         work = Work(now=now)
         for contact_id, key, due, why in chunk:
-            if not _may_enter(definition, past.get(contact_id, {}), key, now):
+            if key and key in past.get(contact_id, {}):
+                continue  # this occurrence entered at an earlier check: not a refusal
+            if not _may_enter(definition, past.get(contact_id, {}), now):
                 refused += 1
                 continue
             test = contact_id in tests
@@ -285,11 +287,9 @@ def _enter(
     return entered, refused
 
 
-def _may_enter(definition: Definition, past: dict[str, datetime], key: str, now: datetime) -> bool:
-    """The re-entry rule: a date entry's occurrence once (its key); otherwise ``once``
-    ever, or ``after_days`` since the latest entry, or every time."""
-    if key and key in past:
-        return False  # this occurrence entered already
+def _may_enter(definition: Definition, past: dict[str, datetime], now: datetime) -> bool:
+    """The re-entry rule for a new occurrence: ``once`` ever, or ``after_days`` since the
+    latest entry, or every time."""
     if not past:
         return True
     if definition.re_entry == "once":

@@ -212,7 +212,15 @@ class JourneyInstance(models.Model):
                 condition=models.Q(state="active"),
                 name="journey_instance_step_idx",
             ),
+            # The list's and the report's counts by state (test contacts left out).
+            models.Index(
+                fields=("journey", "state"),
+                condition=models.Q(test=False),
+                name="journey_instance_state_idx",
+            ),
         ]
+        verbose_name = "person in a journey"
+        verbose_name_plural = "people in journeys"
 
     def __str__(self) -> str:
         return f"instance {self.pk} of journey {self.journey_id} for {self.contact_id}"

@@ -12,10 +12,10 @@ from typing import Any
 
 from django.conf import settings
 
+from delivery.api.openapi_events import PAGE_PARAMETERS
 from delivery.api.openapi_parts import (
     AUTH_ERRORS,
     IDEMPOTENCY_KEY,
-    PAGE_PARAMETERS,
     ApiPart,
     error,
     id_parameter,

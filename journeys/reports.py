@@ -20,6 +20,8 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from journeys.definition import Definition
 from journeys.models import ExitKind, HistoryKind, Journey, JourneyHistory, JourneyInstance
@@ -104,16 +106,18 @@ SELECT count(*), count(*) FILTER (WHERE holdout), count(*) FILTER (WHERE state =
 """
 _WAITING_SQL = """
 SELECT step, count(*) FROM journeys_journeyinstance
- WHERE journey_id = %(j)s AND state = 'active' GROUP BY step
+ WHERE journey_id = %(j)s AND state = 'active' AND NOT test GROUP BY step
 """
 _EXITED_SQL = """
 SELECT exit_kind, exit_reason, count(*) FROM journeys_journeyinstance
  WHERE journey_id = %(j)s AND state = 'exited' AND NOT test GROUP BY exit_kind, exit_reason
 """
 _HISTORY_SQL = """
-SELECT step, kind, CASE WHEN kind = 'skipped' THEN left(detail, 80) ELSE '' END, count(*)
-  FROM journeys_journeyhistory
- WHERE journey_id = %(j)s AND kind IN ('sent', 'skipped', 'deferred')
+SELECT h.step, h.kind, CASE WHEN h.kind = 'skipped' THEN left(h.detail, 80) ELSE '' END,
+       count(*)
+  FROM journeys_journeyhistory AS h
+  JOIN journeys_journeyinstance AS i ON i.id = h.instance_id
+ WHERE h.journey_id = %(j)s AND h.kind IN ('sent', 'skipped', 'deferred') AND NOT i.test
  GROUP BY 1, 2, 3
 """
 # The journey's messages by step and status: its instances' rows, through the unique
@@ -122,7 +126,7 @@ _MESSAGES_SQL = """
 SELECT m.journey_step, m.status, count(*)
   FROM journeys_journeyinstance AS i
   JOIN delivery_message AS m ON m.journey_instance_id = i.id
- WHERE i.journey_id = %(j)s
+ WHERE i.journey_id = %(j)s AND NOT i.test
  GROUP BY 1, 2
 """
 # Who converted: the goal event (an event in, or a reported conversion) from the person
@@ -250,9 +254,17 @@ def contact_journeys(contact_id: int, *, limit: int = 20, history: int = 30) -> 
         .select_related("journey")
         .order_by("-entered_at", "-id")[:limit]
     )
-    result = []
-    for instance in instances:
-        rows = list(JourneyHistory.objects.filter(instance=instance).order_by("-id")[:history])
-        rows.reverse()
-        result.append(PersonJourney(instance.journey, instance, rows))
-    return result
+    # Each instance's latest ``history`` entries, in one query: numbered newest first
+    # within each instance, the first ones kept.
+    latest = (
+        JourneyHistory.objects.filter(instance__in=instances)
+        .annotate(
+            rank=Window(RowNumber(), partition_by=[F("instance_id")], order_by=F("id").desc())
+        )
+        .filter(rank__lte=history)
+        .order_by("instance_id", "id")
+    )
+    by_instance: dict[int, list[JourneyHistory]] = {}
+    for row in latest:
+        by_instance.setdefault(int(row.instance_id), []).append(row)
+    return [PersonJourney(i.journey, i, by_instance.get(int(i.pk), [])) for i in instances]

@@ -40,10 +40,13 @@ from journeys.definition import (
     ContactCondition,
     Definition,
     DefinitionError,
+    Entry,
     ScheduleEntry,
     SegmentEntry,
     SendStep,
+    Step,
     definition_parse,
+    definition_parts,
 )
 from journeys.migrate import instances_migrate
 from journeys.models import ExitKind, Journey, JourneyStatus, JourneyVersion
@@ -61,23 +64,20 @@ class JourneyStateError(ValueError):
 def definition_check(number: PhoneNumber, data: object) -> Definition:
     """The definition of ``data``, checked against the database for ``number``'s journey;
     ``DefinitionError`` with every problem otherwise."""
-    problems: dict[str, str] = {}
-    try:
-        definition = definition_parse(data)
-    except DefinitionError as exc:
-        problems.update(exc.problems)
-        definition = None
-    if definition is not None:
-        problems.update(_database_problems(number, definition, data))
+    parts = definition_parts(data)
+    problems = dict(parts.problems)
+    # The parts that read are checked against the database too: every problem at once.
+    for at, what in _database_problems(number, parts.entry, parts.steps, data).items():
+        problems.setdefault(at, what)
     if problems:
         raise DefinitionError(problems)
-    assert definition is not None
-    return definition
+    return definition_parse(data)
 
 
-def _database_problems(number: PhoneNumber, definition: Definition, data: Any) -> dict[str, str]:
+def _database_problems(
+    number: PhoneNumber, entry: Entry | None, steps: tuple[Step, ...], data: Any
+) -> dict[str, str]:
     problems: dict[str, str] = {}
-    entry = definition.entry
     if isinstance(entry, SegmentEntry) and not Segment.objects.filter(pk=entry.segment_id).exists():
         problems["entry.segment"] = f"no segment has the id {entry.segment_id}"
     if isinstance(entry, ScheduleEntry):
@@ -86,9 +86,14 @@ def _database_problems(number: PhoneNumber, definition: Definition, data: Any) -
             problems["entry.campaign"] = f"no campaign has the id {entry.campaign_id}"
         elif model.kind != CampaignKind.CAMPAIGN:
             problems["entry.campaign"] = "a recurring campaign repeats a campaign of its own"
-    index = {step.id: i for i, step in enumerate(definition.steps)}
-    for step in definition.steps:
-        path = f"steps[{index[step.id]}]"
+    written = data.get("steps") if isinstance(data, dict) else None
+    index = {
+        str(item.get("id")): i
+        for i, item in enumerate(written if isinstance(written, list) else [])
+        if isinstance(item, dict)
+    }
+    for step in steps:
+        path = f"steps[{index.get(step.id, 0)}]"
         if isinstance(step, SendStep):
             problems.update(_send_problems(number, step, path))
         elif isinstance(step, BranchStep) and isinstance(step.condition, ContactCondition):
@@ -157,6 +162,18 @@ def journey_create(
         JourneyVersion.objects.create(
             journey=journey, number=1, definition=definition, created_by=created_by
         )
+    return journey
+
+
+def journey_describe(*, journey: Journey, name: str, description: str) -> Journey:
+    """Rename a journey or change its description (neither is versioned)."""
+    name = name.strip()
+    if not name:
+        raise DefinitionError({"name": "a journey needs a name"})
+    if Journey.objects.filter(name=name).exclude(pk=journey.pk).exists():
+        raise DefinitionError({"name": f"a journey is already named {name!r}"})
+    journey.name, journey.description = name, description
+    journey.save(update_fields=["name", "description", "updated_at"])
     return journey
 
 

@@ -32,9 +32,7 @@ EVENT_TYPES: dict[str, str] = {
 # above, which are whatsblast's own (a journey cannot pretend a message was sent). The
 # pattern is the whole rule, the OpenAPI document's too (delivery/api/openapi_events.py).
 RESERVED_FAMILIES = tuple(sorted({name.split(".")[0] for name in EVENT_TYPES} | {"ping"}))
-CUSTOM_EVENT_TYPE = (
-    rf"^(?!(?:{'|'.join(RESERVED_FAMILIES)})\.)[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
-)
+CUSTOM_EVENT_TYPE = rf"^(?!(?:{'|'.join(RESERVED_FAMILIES)})\.)[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$"
 _CUSTOM = re.compile(CUSTOM_EVENT_TYPE)
 CUSTOM_EVENT_TYPE_MAX = 40  # EventOutbox.event_type, EventSubscription.event_types
 

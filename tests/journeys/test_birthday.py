@@ -88,12 +88,15 @@ def test_a_29_february_birthday_is_kept_on_the_28th_in_other_years() -> None:
     journey = journey_live(number, BIRTHDAY, name="leap")
     start = datetime(2027, 2, 27, tzinfo=UTC)
     Journey.objects.filter(pk=journey.pk).update(live_since=start)
-    Contact.objects.create(phone="+63281230009", attributes={"birthday": "2000-02-29"})
+    Contact.objects.create(phone="+63281230009", name="Leap", attributes={"birthday": "2000-02-29"})
     now = start
     while now < datetime(2027, 3, 2, tzinfo=UTC):
         entries_check(now=now)
         journeys_sweep(now=now)
         now += timedelta(hours=1)
+    # Seen again at each hourly check that day, but one occurrence: entered once, and
+    # not counted as a refusal.
+    assert Journey.objects.get(pk=journey.pk).entries_refused == {}
     [at] = JourneyHistory.objects.filter(journey_id=journey.pk, kind=HistoryKind.SENT).values_list(
         "at", flat=True
     )
@@ -106,8 +109,12 @@ def test_a_marketing_birthday_skips_new_york_at_its_ten_and_sends_toronto() -> N
     journey = journey_live(number, BIRTHDAY, name="marketing birthday")
     start = datetime(2026, 10, 30, tzinfo=UTC)
     Journey.objects.filter(pk=journey.pk).update(live_since=start)
-    new_york = Contact.objects.create(phone="+12125550001", attributes={"birthday": "10-31"})
-    toronto = Contact.objects.create(phone="+14165550001", attributes={"birthday": "10-31"})
+    new_york = Contact.objects.create(
+        phone="+12125550001", name="NY", attributes={"birthday": "10-31"}
+    )
+    toronto = Contact.objects.create(
+        phone="+14165550001", name="TO", attributes={"birthday": "10-31"}
+    )
     now = start
     while now < datetime(2026, 11, 1, tzinfo=UTC):
         entries_check(now=now)

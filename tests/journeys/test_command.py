@@ -55,6 +55,7 @@ def test_create_run_and_read_a_journey_from_a_file(tmp_path: Path) -> None:
 
 def test_a_definition_that_cannot_run_is_refused_with_every_problem(tmp_path: Path) -> None:
     number = make_phone_number()
+    template_on(number, "welcome")
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({**DEFINITION, "window": "late"}))
     with pytest.raises(CommandError) as caught:
@@ -62,8 +63,23 @@ def test_a_definition_that_cannot_run_is_refused_with_every_problem(tmp_path: Pa
     assert str(caught.value).splitlines() == [
         "window: 'late' is not a window like 09:00-20:00",
     ]
+    number = make_phone_number()
     path.write_text(json.dumps(DEFINITION))
     with pytest.raises(CommandError) as caught:
         manage("create", "--name", "w", "--number", number.phone_number_id, "--file", str(path))
     assert str(caught.value) == f"steps[1].template: no template 'welcome' on {number}'s account"
     assert not Journey.objects.exists()
+
+
+def test_every_problem_at_once_the_databases_too(tmp_path: Path) -> None:
+    """A definition with a malformed setting and a template the account lacks: both are
+    named in one answer, not one per attempt."""
+    number = make_phone_number()
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps({**DEFINITION, "window": "late"}))
+    with pytest.raises(CommandError) as caught:
+        manage("check", "--number", number.phone_number_id, "--file", str(path))
+    assert str(caught.value).splitlines() == [
+        "window: 'late' is not a window like 09:00-20:00",
+        f"steps[1].template: no template 'welcome' on {number}'s account",
+    ]

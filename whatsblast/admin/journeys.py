@@ -53,6 +53,8 @@ from journeys.dry_run import (
     TestContactError,
     instance_wait_skip,
     journey_dry_run,
+    journey_test_contact_add,
+    journey_test_contact_remove,
     journey_test_enter,
 )
 from journeys.models import (
@@ -618,11 +620,11 @@ class JourneyAdmin(admin.ModelAdmin[Journey]):
             customer = customer_find(phone) if phone else None
             if customer is None or customer.contact is None:
                 raise ValueError(f"no contact has the number {phone!r}")
-            journey.test_contacts.add(customer.contact)
+            journey_test_contact_add(journey=journey, contact=customer.contact)
             return f"{customer.contact.recipient} is a test contact of {journey}."
         contact = _test_contact(journey, request.POST.get("contact", ""))
         if action == "remove":
-            journey.test_contacts.remove(contact)
+            journey_test_contact_remove(journey=journey, contact=contact)
             return f"{contact.recipient} is no longer a test contact of {journey}."
         if action == "enter":
             properties = properties_parse(request.POST.get("properties", ""))

@@ -45,6 +45,7 @@ from journeys.versions import (
     JourneyStateError,
     definition_check,
     journey_create,
+    journey_describe,
     journey_edit,
 )
 from whatsblast.admin.campaign_variants import AccountTaggedSelect
@@ -279,9 +280,7 @@ def journey_save(request: HttpRequest, form: JourneyForm, *, confirmed: bool) ->
                     note=data.get("note", ""),
                     edited_by=request.user,
                 )
-            journey.name = data["name"]
-            journey.description = data["description"]
-            journey.save(update_fields=["name", "description", "updated_at"])
+            journey_describe(journey=journey, name=data["name"], description=data["description"])
     except DefinitionError as exc:
         return Outcome(problems=dict(exc.problems))
     except JourneyStateError as exc:

@@ -29,7 +29,12 @@ from journeys.definition import WEEKDAYS, DefinitionError, ScheduleEntry
 from journeys.models import Journey, JourneyRun, JourneyStatus, JourneyVersion
 from journeys.recurring import next_run_times
 from journeys.running import definition_of
-from journeys.versions import JourneyStateError, journey_create, journey_edit
+from journeys.versions import (
+    JourneyStateError,
+    journey_create,
+    journey_describe,
+    journey_edit,
+)
 from whatsblast.admin.journeys_text import DAY_NAMES, schedule_text
 from whatsblast.figures import campaigns_figures
 
@@ -229,9 +234,11 @@ def recurring_save(request: HttpRequest, form: RecurringForm) -> Journey | None:
                     note=form.cleaned_data.get("note", ""),
                     edited_by=request.user,
                 )
-            journey.name = form.cleaned_data["name"]
-            journey.description = form.cleaned_data["description"]
-            journey.save(update_fields=["name", "description", "updated_at"])
+            journey_describe(
+                journey=journey,
+                name=form.cleaned_data["name"],
+                description=form.cleaned_data["description"],
+            )
         return journey
     except DefinitionError as exc:
         form.problems_add(exc.problems)

@@ -35,6 +35,9 @@ from delivery.campaigns.progress import (
     recent_rate,
 )
 from delivery.campaigns.rate_cards import SAMPLE_RATE_CARD, rate_card_load
+from journeys.events_in import events_record
+from journeys.models import Journey
+from journeys.versions import journey_create, journey_go_live
 from whatsblast.auth.roles import MARKETING, OPERATORS, SUPPORT, role_grant, roles_sync
 from whatsblast.core.env import env_file_write_development
 from whatsblast.core.processes import (
@@ -48,7 +51,14 @@ from whatsblast.core.processes import (
 DEMO_NUMBER_ID = "100000000000001"
 DEMO_TOKEN = "demo-access-token"  # noqa: S105 - the simulator's token, not a real one
 DEMO_TEMPLATE = "spring_sale"
+DEMO_CART_TEMPLATE = "cart_reminder"
 DEMO_LIST = "demo customers"
+# The demo's journey: carts left by some of the demo's customers, reminded two minutes on
+# (a shop waits an hour), a checkout stopping some of them first.
+DEMO_JOURNEY = "Cart reminder"
+DEMO_CARTS = 300
+DEMO_CHECKOUTS = 60
+DEMO_CART_WAIT_MINUTES = 2
 # A few recipients Meta "refuses" so the support pages have something to show: the first
 # kind fails at once (not a WhatsApp user), the second keeps erroring until its retries run
 # out and becomes a dead letter.
@@ -175,6 +185,7 @@ class Command(BaseCommand):
             "--no-pair-limit",
             "--number", f"{DEMO_NUMBER_ID}:{DEMO_TOKEN}:{options['rate']}",
             "--template", f"{DEMO_TEMPLATE}:en_US:1",
+            "--template", f"{DEMO_CART_TEMPLATE}:en_US:1",
             "--callback-url", f"{web}/webhooks/whatsapp",
             f"--app-secret={secret}",
             "--webhook-batch-size", "50",
@@ -233,6 +244,12 @@ class Command(BaseCommand):
             language="en_US",
             defaults={"body_text": "Hi {{1}}, spring sale starts today!", "body_param_count": 1},
         )
+        Template.objects.update_or_create(
+            account=account,
+            name=DEMO_CART_TEMPLATE,
+            language="en_US",
+            defaults={"body_text": "Hi {{1}}, your cart is waiting for you", "body_param_count": 1},
+        )
         if not RateCard.objects.exists():  # an operator's own card is never replaced
             loaded = rate_card_load(SAMPLE_RATE_CARD)
             self.stdout.write(f"Rate card: a sample of Meta's. {loaded.text()}")
@@ -251,6 +268,7 @@ class Command(BaseCommand):
             list_names=[DEMO_LIST],
             param_mapping={"body": {"1": {"field": "name", "fallback": "there"}}},
         )
+        self._journey(options["contacts"])
         # Few tries, so the demo's dead letters appear within its first minute.
         Campaign.objects.filter(pk=campaign.pk).update(max_attempts=2)
         campaign.refresh_from_db()
@@ -263,6 +281,54 @@ class Command(BaseCommand):
             "the rate measured stays a little below it (the pacing never goes over)."
         )
         return campaign.pk
+
+    def _journey(self, contacts: int) -> None:
+        """A live cart-reminder journey and carts for it, through the events service as the
+        API stores them: the Journeys page fills as the reminders fall due."""
+        number = PhoneNumber.objects.get(phone_number_id=DEMO_NUMBER_ID)
+        journey = Journey.objects.filter(name=DEMO_JOURNEY).first()
+        if journey is None:
+            journey = journey_create(
+                name=DEMO_JOURNEY,
+                phone_number=number,
+                description="Reminds a cart left behind; a checkout stops it.",
+                definition={
+                    "entry": {"type": "event", "event": "cart_updated"},
+                    "key": "cart_id",
+                    "exits": [{"event": "checkout", "reason": "bought"}],
+                    "goal": {"event": "checkout", "within_days": 3},
+                    "steps": [
+                        {
+                            "id": "wait",
+                            "type": "wait",
+                            "delay": {"minutes": DEMO_CART_WAIT_MINUTES},
+                        },
+                        {
+                            "id": "remind",
+                            "type": "send",
+                            "template": DEMO_CART_TEMPLATE,
+                            "mapping": {"body": {"1": {"field": "name", "fallback": "there"}}},
+                        },
+                    ],
+                },  # fmt: skip
+            )
+        journey_go_live(journey=journey)
+        carts = min(DEMO_CARTS, contacts)
+        stamp = time.strftime("%H%M%S")
+        events = [
+            {"phone": _demo_phone(i), "name": "cart_updated", "id": f"demo-cart-{stamp}-{i}",
+             "properties": {"cart_id": f"{stamp}-{i}"}}
+            for i in range(carts)
+        ] + [
+            {"phone": _demo_phone(i), "name": "checkout", "id": f"demo-checkout-{stamp}-{i}",
+             "properties": {"cart_id": f"{stamp}-{i}"}}
+            for i in range(0, carts, max(1, carts // DEMO_CHECKOUTS))
+        ]  # fmt: skip
+        stored = events_record(api_key_id=None, items=events, idempotency_key=None)
+        self.stdout.write(
+            f"Journey '{DEMO_JOURNEY}': {stored.stored:,} cart events in; carts not bought "
+            f"within {DEMO_CART_WAIT_MINUTES} minutes get a reminder (admin: Journeys)."
+        )
 
     def _follow(self, campaign_id: int, group: ProcessGroup, stop: Any, share_rate: float) -> None:
         while not stop():
