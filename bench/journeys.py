@@ -491,7 +491,7 @@ def events_run(
                 {
                     "events": [
                         {
-                            "phone": f"+4934{index:02d}{n:08d}",
+                            "phone": f"+55119{index:02d}{n:06d}",
                             "name": "cart_updated",
                             "properties": {"cart_id": f"c{n}", "cart_path": f"c/{n}"},
                         }

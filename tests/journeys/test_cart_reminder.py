@@ -81,8 +81,11 @@ def redis_server(settings: Any) -> Iterator[PrivateRedis]:
     directory = short_tmpdir("wbj-")
     server = PrivateRedis(directory).start()
     settings.REDIS_URL = server.url
-    for queue in settings.RQ_QUEUES.values():
-        queue["URL"] = server.url
+    # A new mapping, not the queues' own dicts changed in place: the settings fixture puts
+    # the old one back after the test, and nothing later meets the stopped server.
+    settings.RQ_QUEUES = {
+        name: {**queue, "URL": server.url} for name, queue in settings.RQ_QUEUES.items()
+    }
     yield server
     server.stop()
     writes_resume()

@@ -235,16 +235,18 @@ def test_the_builder_shows_every_problem_by_its_path_and_saves_nothing(number: A
     )
     assert response.status_code == 200
     problems = response.context["problems"]
-    assert set(problems) == {"name", "steps[2].timeout", "window"}
+    # The database's problem (the template is not on the account) with the contract's: all
+    # at once, not one kind per attempt.
+    assert set(problems) == {"name", "steps[1].template", "steps[2].timeout", "window"}
     page = response.content.decode()
     assert 'id="wb-problems"' in page
-    for path in ("steps[2].timeout", "window"):
+    for path in ("steps[1].template", "steps[2].timeout", "window"):
         assert f'<li data-path="{path}">' in page
     # The page's builder gets them too, to mark each row.
     assert '"steps[2].timeout"' in page
     assert Journey.objects.filter(name="Taken").count() == 1
     assert Journey.objects.count() == 1
-    # Once the contract holds, what the database says: the template is not on the account.
+    # Alone, it is the only problem.
     wrong = json.loads(json.dumps(CART))
     wrong["steps"][1]["template"] = "no_such_template"
     again = post_builder(
