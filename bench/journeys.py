@@ -45,6 +45,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import threading
 import time
 import uuid
@@ -118,9 +119,22 @@ def percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def number_create(run: str, tag: str, rate: int, reserve: float, sim: str | None) -> PhoneNumber:
+def number_create(
+    run: str,
+    tag: str,
+    rate: int,
+    reserve: float,
+    sim: str | None,
+    account: BusinessAccount | None = None,
+) -> PhoneNumber:
+    """A number on the simulator (``sim``) with the bench's templates; on ``account`` (a
+    pool's numbers share one), else on an account of its own."""
     pnid = f"{PREFIX}-{run}-{tag}"
-    account = BusinessAccount.objects.create(waba_id=pnid, messaging_limit_tier="TIER_UNLIMITED")
+    shared = account is not None
+    if account is None:
+        account = BusinessAccount.objects.create(
+            waba_id=pnid, messaging_limit_tier="TIER_UNLIMITED"
+        )
     number = PhoneNumber.objects.create(
         phone_number_id=pnid,
         display_phone_number="+15550002000",
@@ -131,7 +145,10 @@ def number_create(run: str, tag: str, rate: int, reserve: float, sim: str | None
         api_base_url=sim or "http://127.0.0.1:1",
     )
     for name in ("bench_promo", "otp"):
-        Template.objects.create(account=account, name=name, language="en_US", body_param_count=1)
+        if not shared:
+            Template.objects.create(
+                account=account, name=name, language="en_US", body_param_count=1
+            )
     if sim:
         requests.post(
             f"{sim}/_sim/numbers",
@@ -468,8 +485,10 @@ def events_run(
     stack: Stack, mode: str, index: int, args: argparse.Namespace, cart: Journey | None
 ) -> dict[str, Any]:
     run = f"{stack.run}-ev{index}-{mode}"
-    numbers = [
-        number_create(run, f"n{i}", args.send_rate, 0.0, stack.sim) for i in range(args.numbers)
+    first = number_create(run, "n0", args.send_rate, 0.0, stack.sim)
+    numbers = [first] + [
+        number_create(run, f"n{i}", args.send_rate, 0.0, stack.sim, account=first.account)
+        for i in range(1, args.numbers)
     ]
     audience = bench_audience(
         f"{PREFIX}-{run}", args.recipients, phone_prefix="+4933", name_prefix="E"
@@ -635,8 +654,10 @@ def main() -> None:
     if not (args.skip_due and args.skip_events):
         stack = Stack(run, args)
         try:
+            # Each part is printed to stderr as it ends too: a later part's failure keeps it.
             if not args.skip_due:
                 result["due_at_once"] = part_due(stack, args)
+                print(json.dumps({"due_at_once": result["due_at_once"]}), file=sys.stderr)
             if not args.skip_events:
                 result["events_in"] = part_events(stack, args)
         finally:

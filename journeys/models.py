@@ -157,8 +157,14 @@ class JourneyInstance(models.Model):
     never start a second one beside it.
     """
 
-    journey = models.ForeignKey(Journey, on_delete=models.CASCADE, related_name="instances")
-    contact = models.ForeignKey("campaigns.Contact", on_delete=models.CASCADE, related_name="+")
+    # Neither key has an index of its own: the composite ones below lead with each. One on
+    # the journey alone misled the planner (journeys.routing, _INSTANCES_SQL).
+    journey = models.ForeignKey(
+        Journey, on_delete=models.CASCADE, related_name="instances", db_index=False
+    )
+    contact = models.ForeignKey(
+        "campaigns.Contact", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     version = models.PositiveIntegerField()
     # The instance key's value (cart_id, order_id, an occurrence's date); '' when unkeyed.
     key = models.CharField(max_length=200, blank=True, default="")
