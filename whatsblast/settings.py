@@ -256,6 +256,12 @@ EVENTS_IN_MAX_BODY_BYTES = env_int(
 # How long the tick's journeys pass (route events, fire due steps, check entries) may run
 # before it leaves the rest to its own job (journeys/passes.py).
 JOURNEYS_TICK_BUDGET_SECONDS = env_float("JOURNEYS_TICK_BUDGET_SECONDS", 1.0, minimum=0.05)
+# How far ahead of its number a journey's sends may be made: seconds of the number's
+# campaign rate in due, unsent messages, past which its due steps wait (journeys/sweep.py).
+# 0 sweeps everything due at once.
+JOURNEYS_SEND_AHEAD_SECONDS = env_float(
+    "JOURNEYS_SEND_AHEAD_SECONDS", 30.0, minimum=0.0, maximum=3600.0
+)
 # --- end journeys ----------------------------------------------------------------------------
 
 # --- admin UI: contact uploads, login throttling (campaigns/upload.py, login_throttle.py) ---

@@ -32,6 +32,7 @@ from delivery.graph_reads import graph_read_schedule
 from journeys.passes import journeys_pass
 from webhooks.applier import events_drain
 from webhooks.retention import events_purge_schedule
+from whatsblast.core import queues
 
 # The tick must not be held up by a webhook backlog (the applier's own jobs drain that).
 WEBHOOK_SWEEP_BUDGET_S = 2.0
@@ -48,8 +49,13 @@ def maintenance_tick() -> dict[str, Any]:
     kicked = campaigns_due_kick()
     requeued = transactional_due_requeue()
     applied = events_drain(budget_seconds=WEBHOOK_SWEEP_BUDGET_S).as_dict()
-    # After the callbacks: the replies they carried end waits in this same pass.
-    journeys = journeys_pass(budget_s=settings.JOURNEYS_TICK_BUDGET_SECONDS)
+    # After the callbacks: the replies they carried end waits in this same pass. Between
+    # batches it lets waiting transactional and campaign jobs by (its own job goes on
+    # after them): with 100,000 steps due at once a whole budget each second held the
+    # worker an OTP waited for (p99 1.3 s against 0.12 s beside a plain campaign).
+    journeys = journeys_pass(
+        budget_s=settings.JOURNEYS_TICK_BUDGET_SECONDS, step_aside=queues.urgent_jobs_waiting
+    )
     # After the callbacks: the opt-outs and blocks they carried count at once.
     guarded = guards_run()
     purged = events_purge_schedule(budget_seconds=WEBHOOK_PURGE_BUDGET_S)

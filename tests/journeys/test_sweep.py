@@ -31,7 +31,8 @@ def people(n: int, prefix: str = "+5511987") -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_four_sweeps_at_once_fire_each_step_once() -> None:
+def test_four_sweeps_at_once_fire_each_step_once(settings: Any) -> None:
+    settings.JOURNEYS_SEND_AHEAD_SECONDS = 0  # all 2,000 at once: what is shared is the claim
     number = make_phone_number()
     template_on(number, "offer")
     journey_live(
@@ -67,6 +68,40 @@ def test_four_sweeps_at_once_fire_each_step_once() -> None:
     sent = JourneyHistory.objects.filter(kind=HistoryKind.SENT)
     assert sent.count() == 2000
     assert not JourneyInstance.objects.filter(state="active").exists()
+
+
+@pytest.mark.django_db
+def test_a_burst_is_swept_as_the_number_sends_it_not_all_at_once(settings: Any) -> None:
+    """2,000 people due at once on a number whose campaign share is 8 msg/s: with 30 s of
+    it ahead (240 messages) the sweep makes a batch (500, past the 240) and leaves the rest
+    due; as the number sends them it makes more, each person once."""
+    settings.JOURNEYS_SEND_AHEAD_SECONDS = 30
+    number = make_phone_number(rate_per_second=10, transactional_reserve=0.2)
+    template_on(number, "offer")
+    journey = journey_live(
+        number,
+        {
+            "entry": {"type": "event", "event": "go"},
+            "steps": [{"id": "offer", "type": "send", "template": "offer", "mapping": NAME}],
+        },
+    )
+    phones = people(2000)
+    post([{"phone": p, "name": "go"} for p in phones], now=T0)
+    events_route(now=T0)
+    first = journeys_sweep(now=T0)
+    assert first.paced == {journey.pk}
+    made = Message.objects.filter(journey_step="offer")
+    assert made.count() == 500
+    waiting = JourneyInstance.objects.filter(journey=journey, state="active", step="offer")
+    assert waiting.count() == 2000 - made.count()
+    again = journeys_sweep(now=T0)
+    assert again.instances == 0  # nothing sent meanwhile: nothing more made
+    # The number sends them: the sweep makes more, until everyone has theirs once.
+    while JourneyInstance.objects.filter(journey=journey, state="active").exists():
+        made.filter(status=MessageStatus.PENDING).update(status=MessageStatus.SENT)
+        journeys_sweep(now=T0)
+    assert made.count() == 2000
+    assert set(Counter(made.values_list("to", flat=True)).values()) == {1}
 
 
 @pytest.mark.django_db
