@@ -27,7 +27,7 @@ from tests.webhooks.support import (
 )
 from webhooks.ingest import GroupCommitter, committer, committer_stop
 from webhooks.models import WebhookEvent, WebhookEventStatus
-from whatsblast.asgi import WebProcess, application
+from whatsblast.asgi import BodyDrain, WebProcess, application
 from whatsblast.core.loop_lag import LoopLag
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -330,3 +330,122 @@ def test_lifespan_starts_the_probe_and_shutdown_stops_the_committer() -> None:
 
     assert asyncio.run(lifespan()) == ["lifespan.startup.complete", "lifespan.shutdown.complete"]
     assert not any(t.is_alive() for t in threads)
+
+
+# --- the body left unread (whatsblast.asgi.BodyDrain) -------------------------------------
+
+
+class Exchange:
+    """A request's body in pieces and what the application's side did with it, in order."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = list(pieces)
+        self.events: list[str] = []
+        self.headers: dict[bytes, bytes] = {}
+
+    async def receive(self) -> dict[str, Any]:
+        if not self.pieces:
+            await asyncio.sleep(3600)  # nothing more comes: a drain must not ask again
+        self.events.append("receive")
+        piece = self.pieces.pop(0)
+        return {"type": "http.request", "body": piece, "more_body": bool(self.pieces)}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.events.append(message["type"])
+        if message["type"] == "http.response.start":
+            self.headers = dict(message["headers"])
+
+
+def scope_with(headers: list[tuple[bytes, bytes]], path: str = "/no/such/page/") -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"testserver"), *headers],
+        "client": ("127.0.0.1", 40000),
+        "server": ("testserver", 80),
+    }
+
+
+async def answer_unread(receive: Any, send: Any) -> None:
+    """An application that answers without reading the body (a 404, a 401)."""
+    await send({"type": "http.response.start", "status": 404, "headers": []})
+    await send({"type": "http.response.body", "body": b"no"})
+
+
+async def answer_read(receive: Any, send: Any) -> None:
+    """An application that reads the whole body before answering."""
+    while (await receive()).get("more_body"):
+        pass
+    await send({"type": "http.response.start", "status": 201, "headers": []})
+    await send({"type": "http.response.body", "body": b"ok"})
+
+
+def through_drain(app: Any, exchange: Exchange, headers: list[tuple[bytes, bytes]]) -> None:
+    async def go() -> None:
+        receive, send = BodyDrain.around(scope_with(headers), exchange.receive, exchange.send)
+        await app(receive, send)
+
+    asyncio.run(go())
+
+
+def test_a_body_left_unread_is_read_to_its_end_before_the_answer_starts() -> None:
+    exchange = Exchange([b"x" * 1000] * 4)
+    through_drain(answer_unread, exchange, [(b"content-length", b"4000")])
+    assert exchange.events == ["receive"] * 4 + ["http.response.start", "http.response.body"]
+    assert b"connection" not in exchange.headers  # the connection serves the next request
+
+
+def test_a_body_read_by_the_application_is_not_read_again() -> None:
+    exchange = Exchange([b"x" * 1000] * 2)
+    through_drain(answer_read, exchange, [(b"transfer-encoding", b"chunked")])
+    assert exchange.events == ["receive", "receive", "http.response.start", "http.response.body"]
+    assert b"connection" not in exchange.headers
+
+
+def test_a_request_without_a_body_is_passed_through_untouched() -> None:
+    exchange = Exchange([])
+    receive, send = BodyDrain.around(scope_with([]), exchange.receive, exchange.send)
+    assert (receive, send) == (exchange.receive, exchange.send)
+
+
+def test_a_body_past_the_drain_cap_is_left_and_the_answer_says_the_connection_closes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("whatsblast.asgi.DRAIN_MAX_BYTES", 2500)
+    declared = Exchange([b"x" * 1000] * 3)
+    through_drain(answer_unread, declared, [(b"content-length", b"3000")])
+    assert declared.events == ["http.response.start", "http.response.body"]  # nothing read
+    assert declared.headers[b"connection"] == b"close"
+    # Chunked, so known only once read past the cap.
+    streamed = Exchange([b"x" * 1000] * 4)
+    through_drain(answer_unread, streamed, [(b"transfer-encoding", b"chunked")])
+    assert streamed.events == ["receive"] * 3 + ["http.response.start", "http.response.body"]
+    assert streamed.headers[b"connection"] == b"close"
+
+
+def test_a_body_held_back_for_100_continue_is_not_asked_for_and_the_connection_closes() -> None:
+    exchange = Exchange([b"x" * 1000])
+    headers = [(b"content-length", b"1000"), (b"expect", b"100-continue")]
+    through_drain(answer_unread, exchange, headers)
+    assert exchange.events == ["http.response.start", "http.response.body"]
+    assert exchange.headers[b"connection"] == b"close"
+
+
+def test_django_answering_without_reading_gets_the_body_drained_first() -> None:
+    exchange = Exchange([b"x" * 70_000, b"y" * 70_000])
+
+    async def go() -> None:
+        await application(
+            scope_with([(b"content-length", b"140000")]), exchange.receive, exchange.send
+        )
+
+    asyncio.run(go())
+    assert exchange.events[:3] == ["receive", "receive", "http.response.start"]
+    assert b"connection" not in exchange.headers
