@@ -2,14 +2,14 @@
 
     gunicorn -c deploy/gunicorn.conf.py whatsblast.asgi
 
-gunicorn's ``asgi`` worker: each process serves its connections from one event loop. Meta's
-callbacks (one status per POST, thousands a second) are handled on that loop
-(whatsblast/views/webhooks_async.py) and stored by the process's group commit; every other
-request runs Django's WSGI application on a pool of GUNICORN_THREADS threads
-(whatsblast/asgi.py). Every knob has an environment override (GUNICORN_*). Each process
-keeps its committers' connections (WEBHOOK_COMMITTERS) and one per thread that touches the
-database (admin, API) — size PostgreSQL's max_connections for workers x (threads +
-committers) per host.
+gunicorn's ``asgi`` worker with its Python HTTP parser (``http_parser`` below): each process
+serves its connections from one event loop. Meta's callbacks (one status per POST,
+thousands a second) are handled on that loop (whatsblast/views/webhooks_async.py) and stored
+by the process's group commit; every other request runs Django's WSGI application on a pool
+of GUNICORN_THREADS threads (whatsblast/asgi.py). Every knob has an environment override
+(GUNICORN_*). Each process keeps its committers' connections (WEBHOOK_COMMITTERS) and one per
+thread that touches the database (admin, API) — size PostgreSQL's max_connections for
+workers x (threads + committers) per host.
 
 Django's request metrics (django-prometheus) are kept in files under
 PROMETHEUS_MULTIPROC_DIR so that /metrics sums every gunicorn worker; the engine's
@@ -46,6 +46,16 @@ if worker_class != "asgi":
 # uvloop carried fewer webhook POSTs, 3,589-3,794/s against 4,158-4,932/s (three alternate
 # pairs, bench/webhook_ingest.py, docs/performance.md 4 Dec 2026, late night).
 asgi_loop = "asyncio"
+# The asgi worker's pure-Python HTTP parser, not its C one (gunicorn_h1c): a request that
+# reaches a kept-alive connection before the worker has reset its parser (the client sends
+# it the moment the last answer arrives, and the loop is late while Django's thread ends the
+# last request) is held as the parser's tail, which the C parser caps at 64 KiB; past that
+# the worker closed the connection with the request unanswered and no "Connection: close"
+# before it, one large API call in three (tests/whatsblast/test_web_keep_alive.py). The
+# Python parser keeps the whole request, under the worker's read pause: 0.91x the webhook
+# POSTs/s of the C one (median of 18 alternate pairs, docs/performance.md, 8 Dec 2026). The
+# threaded alternative keeps the C parser: gunicorn's WSGI workers read each request whole.
+http_parser = os.environ.get("GUNICORN_HTTP_PARSER", "python" if worker_class == "asgi" else "auto")
 # Open connections per process, idle keep-alive ones included (gunicorn's default).
 worker_connections = _int("GUNICORN_WORKER_CONNECTIONS", 1000)
 # Meta retries a callback that takes more than a few seconds; nothing here should come close.

@@ -195,6 +195,9 @@ class Command(BaseCommand):
             "web",
             [
                 "-m", "gunicorn", "whatsblast.asgi", "--worker-class", "asgi",
+                # As deploy/gunicorn.conf.py runs it: the parser that keeps a large request
+                # sent straight after an answer on a kept-alive connection.
+                "--http-parser", "python",
                 "--bind", web.removeprefix("http://"),
                 "--workers", "2",
                 "--access-logfile", "-",
