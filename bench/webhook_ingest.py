@@ -8,12 +8,16 @@ in Meta's shape and escaping, signed with the app secret as Meta signs. wrk cann
 so the bodies and their signatures are made beforehand and replayed in order.
 
 Prints one JSON object: POSTs/s answered 200, latency p50/p90/p99/max (wrk's, over every
-request), non-2xx answers, and how many events the table holds afterwards (every 200 must
-be there). No applier runs; the run's events are deleted afterwards. Needs wrk (Debian's
-package).
+request), non-2xx answers, the web processes' CPU per POST answered (user + system of the
+gunicorn tree during the run, once every worker has booted), and how many events the table
+holds afterwards (every 200 must be there). No applier runs; the run's events are
+deleted afterwards. Needs wrk (Debian's package). ``--server-env NAME=VALUE`` (repeatable)
+sets one of the web process's variables, to run another worker or parser beside the
+deployed one (``GUNICORN_WORKER_CLASS``, ``GUNICORN_HTTP_PARSER``: deploy/gunicorn.conf.py).
 
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/webhook_ingest.py \\
-        [--seconds 10] [--connections 64] [--workers 2] [--threads 16]
+        [--seconds 10] [--connections 64] [--workers 2] [--threads 16] \\
+        [--server-env GUNICORN_HTTP_PARSER=fast]
 """
 
 from __future__ import annotations
@@ -89,6 +93,27 @@ def prepare(path: Path, count: int, first: int = 0) -> None:
             f.write(b"sha256=" + digest.encode() + b" " + body + b"\n")
 
 
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process and its children so far."""
+    import psutil
+
+    root = psutil.Process(pid)
+    return float(sum(sum(p.cpu_times()[:2]) for p in [root, *root.children(recursive=True)]))
+
+
+def wait_until_idle(pid: int, timeout_s: float = 20.0) -> None:
+    """Until the process tree spends under 5 % of a core: its workers have all booted (one
+    answering /healthz is not all of them), so their start-up is not counted as POSTs'."""
+    deadline = time.monotonic() + timeout_s
+    before = tree_cpu_s(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = tree_cpu_s(pid)
+        if now - before < 0.025:
+            return
+        before = now
+
+
 def wrk_run(url: str, requests_file: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Replay the signed POSTs with ``args.connections`` over ``args.wrk_processes``."""
     return wrk_replay(
@@ -104,6 +129,7 @@ def wrk_run(url: str, requests_file: Path, args: argparse.Namespace) -> dict[str
 def server_env(args: argparse.Namespace, port: int) -> dict[str, str]:
     from whatsblast.core.processes import service_environment
 
+    overrides = dict(item.partition("=")[::2] for item in getattr(args, "server_env", []))
     return {
         **os.environ,
         **service_environment(),
@@ -122,6 +148,7 @@ def server_env(args: argparse.Namespace, port: int) -> dict[str, str]:
         "WEBHOOK_MAX_PENDING": str(args.max_pending),
         # The applier's debounced job would be queued once a second: none runs here.
         "WEBHOOK_APPLY_DEBOUNCE_MS": "60000",
+        **overrides,
     }
 
 
@@ -134,6 +161,10 @@ def main() -> None:
     parser.add_argument("--wrk-processes", type=int, default=1)
     parser.add_argument("--max-pending", type=int, default=500)
     parser.add_argument("--no-group-commit", dest="group_commit", action="store_false")
+    parser.add_argument(
+        "--server-env", action="append", default=[], metavar="NAME=VALUE",
+        help="a variable for the web process (repeatable)",
+    )  # fmt: skip
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("bench/webhook_ingest.py needs wrk: apt-get install wrk")
@@ -164,7 +195,10 @@ def main() -> None:
     )  # fmt: skip
     try:
         wait_for_http(f"http://127.0.0.1:{port}/healthz")
+        wait_until_idle(web.pid)
+        cpu_before = tree_cpu_s(web.pid)
         result = wrk_run(f"http://127.0.0.1:{port}", requests_file, args)
+        cpu_s = tree_cpu_s(web.pid) - cpu_before
         stored = WebhookEvent.objects.filter(id__gt=first_event).count()
     finally:
         web.terminate()
@@ -177,9 +211,11 @@ def main() -> None:
         threads=args.threads,
         connections=args.connections,
         group_commit=args.group_commit,
+        server_env=args.server_env,
         events_stored=stored,
         answered_200=result["requests"] - result["non_2xx"],
     )
+    result["web_cpu_us_per_post"] = round(cpu_s * 1e6 / max(result["answered_200"], 1), 1)
     print(json.dumps(result))
     if result["wrapped"]:
         raise SystemExit("bodies were sent twice (their duplicates are not stored): prepare more")
