@@ -93,8 +93,8 @@ class BodyDrain:
         than DRAIN_MAX_BYTES, or held back by its client until asked for) and the
         connection must close instead."""
         if self._expects_continue or self._declared > DRAIN_MAX_BYTES:
-            # Not asked for with "Expect: 100-continue", the body has not been sent: closing
-            # leaves nothing behind.
+            # A body held back for a 100 (Continue) was never sent, so closing leaves nothing
+            # behind; one declared past the cap would cost more to read than a new connection.
             return False
         taken = 0
         while not self._ended:

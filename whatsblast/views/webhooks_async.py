@@ -36,7 +36,8 @@ _TEXT = (b"content-type", b"text/plain")
 async def webhook_post(scope: Scope, receive: Receive, send: Send, *, lag: LoopLag) -> None:
     if lag.lag_s > settings.WEBHOOK_QUEUE_LIMIT_S:
         # The process is past capacity: a late answer helps nobody, Meta would time out and
-        # resend. Refuse before reading or verifying.
+        # resend. Refuse before verifying (what was sent of the body is only read and
+        # dropped, by whatsblast.asgi.BodyDrain, to keep the connection).
         await _busy(send)
         return
     headers = dict(scope["headers"])
